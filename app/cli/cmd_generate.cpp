@@ -1,0 +1,103 @@
+// kvlens-cli generate: run the model on a prompt and print what it writes.
+#include <ATen/ATen.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/common.h"
+#include "core/error.h"
+#include "core/model/model.h"
+#include "core/run/generate.h"
+
+namespace kvlens::cli {
+namespace {
+
+struct GenerateArgs {
+    ModelArgs model;
+    PromptArgs prompt;
+    int64_t steps = 32;
+    bool greedy = false;
+    double temperature = 0;  // 0: greedy unless --temperature is given
+    double topP = 1.0;
+    uint64_t seed = 0;
+    bool ignoreEos = false;
+    bool json = false;
+};
+
+std::vector<int64_t> stopIds(const Model& model, const std::optional<Tokenizer>& tok) {
+    std::vector<int64_t> ids = model.config().eosTokenIds;
+    if (ids.empty() && tok && tok->eosId()) ids.push_back(*tok->eosId());
+    return ids;
+}
+
+void runGenerate(const GenerateArgs& a) {
+    if (!a.prompt.given()) throw ArgumentError("give a prompt with --prompt, --prompt-file or --prompt-ids");
+    const auto dir = a.model.dir();
+    auto tok = tokenizerFor(dir);
+    auto model = Model::load(dir, a.model.run);
+    GenerateOptions opt;
+    opt.steps = a.steps;
+    opt.sampling.greedy = a.greedy || a.temperature == 0;
+    opt.sampling.temperature = a.temperature == 0 ? 1.0 : a.temperature;
+    opt.sampling.topP = a.topP;
+    opt.sampling.seed = a.seed;
+    if (!a.ignoreEos) opt.stopIds = stopIds(*model, tok);
+    const auto prompt = a.prompt.resolve(tok ? &*tok : nullptr);
+
+    // Stream text as it is produced; decode the whole continuation each time
+    // so that multi-byte characters split over tokens print once complete.
+    std::vector<int32_t> soFar;
+    std::string printed;
+    auto onToken = [&](int64_t id) {
+        if (a.json) return;
+        if (!tok) {
+            std::cout << (soFar.empty() ? "" : " ") << id << std::flush;
+            soFar.push_back(static_cast<int32_t>(id));
+            return;
+        }
+        soFar.push_back(static_cast<int32_t>(id));
+        std::string text = tok->decode(soFar, /*skipSpecialTokens=*/true);
+        if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
+            std::cout << text.substr(printed.size()) << std::flush;
+            printed = text;
+        }
+    };
+    GenerateResult r = generate(*model, prompt, opt, onToken);
+    const std::string device = model->device().str() + "/" + std::string(c10::toString(model->dtype()));
+    if (a.json) {
+        std::vector<int32_t> gen(r.generatedIds.begin(), r.generatedIds.end());
+        nlohmann::json j = {{"prompt_ids", r.promptIds},
+                            {"generated_ids", r.generatedIds},
+                            {"prefill_seconds", r.prefillSeconds},
+                            {"decode_tokens_per_second", r.decodeTokensPerSecond()},
+                            {"kv_bytes_held", r.kvBytesHeld},
+                            {"device", device}};
+        if (tok) j["text"] = tok->decode(gen, true);
+        std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+        return;
+    }
+    std::cout << "\n";
+    std::fprintf(stderr, "[%zu prompt tokens, prefill %.1f ms; %zu generated, %.1f tokens/s decode; %s]\n",
+                 r.promptIds.size(), r.prefillSeconds * 1e3, r.generatedIds.size(), r.decodeTokensPerSecond(),
+                 device.c_str());
+}
+
+}  // namespace
+
+void addGenerateCommand(CLI::App& app) {
+    auto args = std::make_shared<GenerateArgs>();
+    auto* cmd = app.add_subcommand("generate", "generate a continuation of a prompt (full cache)");
+    args->model.add(*cmd);
+    args->prompt.add(*cmd);
+    cmd->add_option("--steps", args->steps, "tokens to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
+    auto* greedy = cmd->add_flag("--greedy", args->greedy, "argmax decoding (the default)");
+    cmd->add_option("--temperature", args->temperature, "sample at this temperature (> 0)")->excludes(greedy);
+    cmd->add_option("--top-p", args->topP, "nucleus sampling mass in (0, 1]")->capture_default_str();
+    cmd->add_option("--seed", args->seed, "sampling seed")->capture_default_str();
+    cmd->add_flag("--ignore-eos", args->ignoreEos, "keep generating after the end-of-sequence token");
+    cmd->add_flag("--json", args->json, "print JSON with the prompt and generated ids");
+    cmd->callback([args] { runGenerate(*args); });
+}
+
+}  // namespace kvlens::cli

@@ -1,0 +1,70 @@
+#include "app/cli/common.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/paths.h"
+
+namespace kvlens::cli {
+namespace fs = std::filesystem;
+
+void ModelArgs::add(CLI::App& app, bool withDevice) {
+    app.add_option("--model", model, "HF model directory (default: the bundled kvlens-tiny)");
+    if (!withDevice) return;
+    app.add_option("--device", run.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
+    app.add_option("--dtype", run.dtype, "auto (f32 on CPU, bf16 on CUDA) | f32 | f16 | bf16")->capture_default_str();
+    app.add_option("--threads", run.threads, "CPU threads (0: LibTorch default)")->capture_default_str();
+}
+
+fs::path ModelArgs::dir() const { return model.empty() ? bundledModelDir() : fs::path(model); }
+
+void PromptArgs::add(CLI::App& app) {
+    auto* t = app.add_option("--prompt", text, "prompt text");
+    auto* f = app.add_option("--prompt-file", file, "read the prompt text from a file");
+    auto* i = app.add_option("--prompt-ids", ids, "prompt as token ids, e.g. 1,2,3 (used exactly: no BOS added)");
+    t->excludes(f)->excludes(i);
+    f->excludes(i);
+    app.add_flag("--no-special", noSpecial, "add no special tokens (BOS …) when encoding the prompt");
+}
+
+std::string readTextFile(const fs::path& path, const std::string& flag) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw ArgumentError(flag + ": cannot read '" + path.string() + "'");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string PromptArgs::promptText() const { return file.empty() ? text : readTextFile(file, "--prompt-file"); }
+
+std::vector<int64_t> parseIdList(const std::string& text, const std::string& flag) {
+    std::vector<int64_t> out;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+        const std::string t = b == std::string::npos ? "" : item.substr(b, e - b + 1);
+        if (t.empty() || t.size() > 12 || t.find_first_not_of("0123456789") != std::string::npos)
+            throw ArgumentError(flag + ": '" + t + "' is not a token id (expected non-negative integers separated by commas)");
+        out.push_back(std::stoll(t));
+    }
+    if (out.empty()) throw ArgumentError(flag + ": no token ids given");
+    return out;
+}
+
+std::optional<Tokenizer> tokenizerFor(const fs::path& modelDir) {
+    const fs::path file = modelDir / "tokenizer.json";
+    if (!fs::exists(file)) return std::nullopt;
+    return Tokenizer::fromFile(file);
+}
+
+std::vector<int64_t> PromptArgs::resolve(const Tokenizer* tokenizer) const {
+    if (!ids.empty()) return parseIdList(ids, "--prompt-ids");
+    if (!tokenizer) throw ArgumentError("the model has no tokenizer.json: give the prompt with --prompt-ids");
+    std::vector<int64_t> out;
+    for (int32_t id : tokenizer->encode(promptText(), !noSpecial)) out.push_back(id);
+    return out;
+}
+
+}  // namespace kvlens::cli

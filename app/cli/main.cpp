@@ -1,0 +1,32 @@
+// kvlens-cli: the headless side of KVLens. Every failure ends in one line on
+// stderr naming what is wrong, and a non-zero exit code.
+#include <c10/util/Exception.h>
+
+#include <iostream>
+
+#include "app/cli/common.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"KVLens command line: run models and KV-cache eviction policies headless", "kvlens-cli"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "kvlens-cli " KVLENS_VERSION);
+    kvlens::cli::addInfoCommand(app);
+    kvlens::cli::addTokenizeCommand(app);
+    kvlens::cli::addGenerateCommand(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    } catch (const kvlens::Error& e) {
+        std::cerr << "kvlens-cli: error: " << e.what() << "\n";
+        return 1;
+    } catch (const c10::Error& e) {
+        std::cerr << "kvlens-cli: error: LibTorch: " << e.what_without_backtrace() << "\n";
+        return 1;
+    } catch (const std::exception& e) {
+        std::cerr << "kvlens-cli: error: " << e.what() << "\n";
+        return 1;
+    }
+    return 0;
+}

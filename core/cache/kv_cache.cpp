@@ -1,0 +1,219 @@
+#include "core/cache/kv_cache.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "core/model/rope.h"
+
+namespace kvlens {
+namespace {
+
+at::Tensor hostLongs(const std::vector<int64_t>& v, int64_t rows, int64_t cols, at::Device device) {
+    return at::tensor(v, at::TensorOptions().dtype(at::kLong)).view({rows, cols}).to(device);
+}
+
+}  // namespace
+
+KvCache::KvCache(int64_t layers, int64_t kvHeads, int64_t headDim, at::ScalarType dtype, at::Device device,
+                 const Rope* rope, CacheOptions options)
+    : m_kvHeads(kvHeads), m_headDim(headDim), m_dtype(dtype), m_device(device), m_rope(rope), m_options(options) {
+    if (options.rerotate && !rope) throw ArgumentError("rerotate needs a model with rotary position embeddings");
+    m_layers.resize(layers);
+    clear();
+}
+
+void KvCache::clear() {
+    m_seqLen = 0;
+    for (auto& L : m_layers) {
+        L = Layer{};
+        L.cols.assign(m_kvHeads, {});
+        L.pos.assign(m_kvHeads, {});
+        L.rot.assign(m_kvHeads, {});
+    }
+}
+
+uint64_t KvCache::entryBytes() const {
+    return 2ull * static_cast<uint64_t>(m_headDim) * at::elementSize(m_dtype);
+}
+
+int64_t KvCache::rotaryPosition(int64_t layer) const {
+    return m_options.rerotate ? length(layer, 0) : m_seqLen;
+}
+
+int64_t KvCache::length(int64_t layer, int64_t head) const {
+    return static_cast<int64_t>(m_layers.at(layer).cols.at(head).size());
+}
+
+const std::vector<int64_t>& KvCache::positions(int64_t layer, int64_t head) const {
+    return m_layers.at(layer).pos.at(head);
+}
+
+const std::vector<int64_t>& KvCache::columns(int64_t layer, int64_t head) const {
+    return m_layers.at(layer).cols.at(head);
+}
+
+at::Tensor KvCache::positionTensor(int64_t layer) const {
+    const Layer& L = m_layers.at(layer);
+    std::vector<int64_t> flat(static_cast<size_t>(m_kvHeads * L.used), -1);
+    for (int64_t h = 0; h < m_kvHeads; ++h)
+        for (size_t i = 0; i < L.cols[h].size(); ++i) flat[h * L.used + L.cols[h][i]] = L.pos[h][i];
+    return hostLongs(flat, m_kvHeads, L.used, m_device);
+}
+
+void KvCache::reserve(Layer& L, int64_t columns) {
+    const int64_t cap = L.k.defined() ? L.k.size(1) : 0;
+    if (columns <= cap) return;
+    const int64_t newCap = std::max<int64_t>({columns, cap + cap / 2, 16});
+    auto opts = at::TensorOptions().dtype(m_dtype).device(m_device);
+    at::Tensor k = at::empty({m_kvHeads, newCap, m_headDim}, opts);
+    at::Tensor v = at::empty({m_kvHeads, newCap, m_headDim}, opts);
+    if (L.used > 0) {
+        k.narrow(1, 0, L.used).copy_(L.k.narrow(1, 0, L.used));
+        v.narrow(1, 0, L.used).copy_(L.v.narrow(1, 0, L.used));
+    }
+    if (L.valid.defined()) {
+        at::Tensor valid = at::zeros({m_kvHeads, newCap}, opts.dtype(at::kBool));
+        valid.narrow(1, 0, L.used).copy_(L.valid.narrow(1, 0, L.used));
+        L.valid = valid;
+    }
+    L.k = k;
+    L.v = v;
+}
+
+KvCache::LayerView KvCache::append(int64_t layer, const at::Tensor& k, const at::Tensor& v) {
+    Layer& L = m_layers.at(layer);
+    const int64_t n = k.size(1);
+    if (k.size(0) != m_kvHeads || k.size(2) != m_headDim || !v.sizes().equals(k.sizes()))
+        throw Error("KvCache::append: expected k and v of shape [" + std::to_string(m_kvHeads) + ", n, " +
+                    std::to_string(m_headDim) + "]");
+    reserve(L, L.used + n);
+    L.k.narrow(1, L.used, n).copy_(k);
+    L.v.narrow(1, L.used, n).copy_(v);
+    if (L.valid.defined()) L.valid.narrow(1, L.used, n).fill_(true);
+    const int64_t rot0 = rotaryPosition(layer);
+    for (int64_t h = 0; h < m_kvHeads; ++h)
+        for (int64_t i = 0; i < n; ++i) {
+            L.cols[h].push_back(L.used + i);
+            L.pos[h].push_back(m_seqLen + i);
+            L.rot[h].push_back(rot0 + i);
+        }
+    L.used += n;
+    LayerView view{L.k.narrow(1, 0, L.used), L.v.narrow(1, 0, L.used), at::Tensor(), n};
+    if (L.valid.defined()) view.valid = L.valid.narrow(1, 0, L.used);
+    return view;
+}
+
+void KvCache::advance(int64_t n) { m_seqLen += n; }
+
+void KvCache::checkKeep(int64_t layer, const std::vector<std::vector<int64_t>>& keep) const {
+    // The invariants every policy must meet; a violation is a bug in the
+    // policy, reported instead of corrupting the cache.
+    if (layer < 0 || layer >= layers()) throw Error("KvCache::apply: layer " + std::to_string(layer) + " out of range");
+    if (static_cast<int64_t>(keep.size()) != m_kvHeads)
+        throw Error("KvCache::apply: " + std::to_string(keep.size()) + " keep lists for " +
+                    std::to_string(m_kvHeads) + " KV heads");
+    for (int64_t h = 0; h < m_kvHeads; ++h) {
+        const int64_t len = length(layer, h);
+        for (size_t i = 0; i < keep[h].size(); ++i) {
+            const int64_t idx = keep[h][i];
+            if (idx < 0 || idx >= len)
+                throw Error("KvCache::apply: layer " + std::to_string(layer) + " head " + std::to_string(h) +
+                            ": index " + std::to_string(idx) + " outside [0, " + std::to_string(len) + ")");
+            if (i > 0 && idx <= keep[h][i - 1])
+                throw Error("KvCache::apply: layer " + std::to_string(layer) + " head " + std::to_string(h) +
+                            ": keep indices must be sorted and unique");
+        }
+    }
+}
+
+void KvCache::apply(int64_t layer, const std::vector<int64_t>& keep) {
+    apply(layer, std::vector<std::vector<int64_t>>(static_cast<size_t>(m_kvHeads), keep));
+}
+
+void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep) {
+    checkKeep(layer, keep);
+    Layer& L = m_layers[layer];
+    bool unchanged = true, equalLengths = true;
+    int64_t newMax = 0;
+    for (int64_t h = 0; h < m_kvHeads; ++h) {
+        const int64_t kept = static_cast<int64_t>(keep[h].size());
+        unchanged = unchanged && kept == length(layer, h);  // sorted+unique+in range => identity
+        equalLengths = equalLengths && kept == static_cast<int64_t>(keep[0].size());
+        newMax = std::max(newMax, kept);
+    }
+    // Under rerotate, untouched keys already sit at their cache index.
+    if (unchanged) return;
+    if (m_options.rerotate && !equalLengths)
+        throw ArgumentError("rerotate needs the same kept count in every KV head");
+
+    // Gather indices per head; padding rows point at column 0 and are masked.
+    std::vector<int64_t> idx(static_cast<size_t>(m_kvHeads * newMax), 0), delta(idx.size(), 0);
+    for (int64_t h = 0; h < m_kvHeads; ++h)
+        for (size_t i = 0; i < keep[h].size(); ++i) {
+            idx[h * newMax + i] = L.cols[h][keep[h][i]];
+            delta[h * newMax + i] = static_cast<int64_t>(i) - L.rot[h][keep[h][i]];
+        }
+    at::Tensor index = hostLongs(idx, m_kvHeads, newMax, m_device).unsqueeze(-1).expand({m_kvHeads, newMax, m_headDim});
+    at::Tensor k = L.k.narrow(1, 0, L.used).gather(1, index);
+    at::Tensor v = L.v.narrow(1, 0, L.used).gather(1, index);
+    if (m_options.rerotate) k = m_rope->apply(k, hostLongs(delta, m_kvHeads, newMax, m_device));
+
+    // Shrink the allocation when it is far larger than what is kept, so that
+    // eviction frees memory; otherwise compact in place.
+    const int64_t cap = L.k.size(1);
+    if (cap > 2 * newMax + 64) {
+        L.k = at::Tensor();
+        L.v = at::Tensor();
+        L.valid = at::Tensor();
+        L.used = 0;
+        reserve(L, newMax + std::max<int64_t>(16, newMax / 4));
+    }
+    L.k.narrow(1, 0, newMax).copy_(k);
+    L.v.narrow(1, 0, newMax).copy_(v);
+    L.used = newMax;
+    for (int64_t h = 0; h < m_kvHeads; ++h) {
+        std::vector<int64_t> cols, pos, rot;
+        for (size_t i = 0; i < keep[h].size(); ++i) {
+            cols.push_back(static_cast<int64_t>(i));
+            pos.push_back(L.pos[h][keep[h][i]]);
+            rot.push_back(m_options.rerotate ? static_cast<int64_t>(i) : L.rot[h][keep[h][i]]);
+        }
+        L.cols[h] = std::move(cols);
+        L.pos[h] = std::move(pos);
+        L.rot[h] = std::move(rot);
+    }
+    if (equalLengths) {
+        L.valid = at::Tensor();
+    } else {
+        std::vector<int64_t> lens;
+        for (int64_t h = 0; h < m_kvHeads; ++h) lens.push_back(static_cast<int64_t>(keep[h].size()));
+        at::Tensor lengths = hostLongs(lens, m_kvHeads, 1, m_device);
+        at::Tensor cols = at::arange(L.k.size(1), at::TensorOptions().dtype(at::kLong).device(m_device));
+        L.valid = cols.unsqueeze(0) < lengths;
+    }
+}
+
+uint64_t KvCache::bytesHeld() const {
+    uint64_t entries = 0;
+    for (const auto& L : m_layers)
+        for (const auto& c : L.cols) entries += c.size();
+    return entries * entryBytes();
+}
+
+uint64_t KvCache::bytesAllocated() const {
+    uint64_t n = 0;
+    for (const auto& L : m_layers)
+        if (L.k.defined()) n += static_cast<uint64_t>(L.k.nbytes() + L.v.nbytes());
+    return n;
+}
+
+uint64_t KvCache::bytesInUse() const {
+    uint64_t cols = 0;
+    for (const auto& L : m_layers) cols += static_cast<uint64_t>(L.used * m_kvHeads);
+    return cols * entryBytes();
+}
+
+}  // namespace kvlens

@@ -1,0 +1,99 @@
+#pragma once
+// KvCache: the keys (after RoPE) and values of every layer and KV head, with
+// the original position of each entry. Policies plan which entries to keep;
+// apply() is the only mutator that removes entries, and it compacts the
+// storage physically (a gather), so attention really runs over fewer keys and
+// memory really shrinks. KV heads may hold different numbers of entries
+// (Ada-KV, AnDPro): shorter heads are padded at the end and masked.
+// Internal to core (uses ATen); the GUI sees Trace snapshots instead.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace kvlens {
+
+class Rope;
+
+struct CacheOptions {
+    // StreamingLLM's "position shift": after each apply(), kept keys are
+    // re-rotated to their index in the cache, and new tokens are rotated at
+    // the cache length instead of their true position.
+    bool rerotate = false;
+};
+
+class KvCache {
+public:
+    // rope may be null for models without rotary embeddings (then rerotate is refused).
+    KvCache(int64_t layers, int64_t kvHeads, int64_t headDim, at::ScalarType dtype, at::Device device,
+            const Rope* rope, CacheOptions options = {});
+
+    // What attention reads for one layer after an append.
+    struct LayerView {
+        at::Tensor k;      // [Hkv, S, D] rotated keys (S = columns in use, padding included)
+        at::Tensor v;      // [Hkv, S, D]
+        at::Tensor valid;  // [Hkv, S] bool, undefined when every column of every head is valid
+        int64_t newCount;  // the last newCount columns are this step's tokens, same column for every head
+    };
+
+    // Appends n entries per head (k, v: [Hkv, n, D], keys rotated at the
+    // positions given by rotaryPosition(layer)). Positions are the true positions
+    // seqLen() .. seqLen()+n-1; call advance(n) once all layers are appended.
+    LayerView append(int64_t layer, const at::Tensor& k, const at::Tensor& v);
+    void advance(int64_t n);
+
+    // keep[h]: sorted, unique indices into head h's current entries
+    // (0 .. length(layer, h)-1). Heads may keep different counts.
+    void apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep);
+    // The same kept entries for every KV head (heads must be of equal length).
+    void apply(int64_t layer, const std::vector<int64_t>& keep);
+    void clear();
+
+    int64_t layers() const { return static_cast<int64_t>(m_layers.size()); }
+    int64_t kvHeads() const { return m_kvHeads; }
+    int64_t headDim() const { return m_headDim; }
+    bool rerotate() const { return m_options.rerotate; }
+    // Tokens appended so far: the true position of the next token.
+    int64_t seqLen() const { return m_seqLen; }
+    // Position at which the next token's query and key are rotated in a
+    // layer: seqLen(), or the layer's cache length under rerotate.
+    int64_t rotaryPosition(int64_t layer) const;
+    int64_t length(int64_t layer, int64_t head) const;
+    // Original (true) positions of head's entries, in cache order.
+    const std::vector<int64_t>& positions(int64_t layer, int64_t head) const;
+    // Physical storage column of each of head's entries (maps captured
+    // attention columns back to entries).
+    const std::vector<int64_t>& columns(int64_t layer, int64_t head) const;
+    // [Hkv, S] int64 true positions per storage column, -1 for padding.
+    at::Tensor positionTensor(int64_t layer) const;
+
+    // Σ kept entries × bytes per entry (K and V): what the policy holds.
+    uint64_t bytesHeld() const;
+    // Bytes of the K/V tensors actually allocated (capacity included).
+    uint64_t bytesAllocated() const;
+    // Bytes of the storage columns in use (padding of ragged heads included).
+    uint64_t bytesInUse() const;
+
+private:
+    struct Layer {
+        at::Tensor k, v;      // [Hkv, capacity, D]
+        at::Tensor valid;     // [Hkv, capacity] bool; undefined while dense
+        int64_t used = 0;     // columns in use
+        std::vector<std::vector<int64_t>> cols;  // per head: storage column of each entry
+        std::vector<std::vector<int64_t>> pos;   // per head: true position of each entry
+        std::vector<std::vector<int64_t>> rot;   // per head: position each key is rotated at
+    };
+    void reserve(Layer& L, int64_t columns);
+    void checkKeep(int64_t layer, const std::vector<std::vector<int64_t>>& keep) const;
+    uint64_t entryBytes() const;
+
+    int64_t m_kvHeads, m_headDim;
+    at::ScalarType m_dtype;
+    at::Device m_device;
+    const Rope* m_rope;
+    CacheOptions m_options;
+    int64_t m_seqLen = 0;
+    std::vector<Layer> m_layers;
+};
+
+}  // namespace kvlens

@@ -1,0 +1,140 @@
+// The forward pass: one code path for the Llama family (llama, mistral,
+// qwen2, qwen3 differ only in flags) and one for GPT-2, sharing attention
+// over the KvCache.
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/model/model_impl.h"
+
+namespace kvlens {
+namespace {
+
+at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+    // HF: normalise in fp32, cast back, then scale.
+    at::Tensor xf = x.to(at::kFloat);
+    at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    return weight * normed.to(x.scalar_type());
+}
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+    return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+}
+
+// [n, H*D] -> [H, n, D]
+at::Tensor splitHeads(const at::Tensor& x, int64_t heads, int64_t dim) {
+    return x.view({x.size(0), heads, dim}).transpose(0, 1);
+}
+
+struct AttentionInput {
+    at::Tensor q;                 // [Hq, n, D] rotated
+    KvCache::LayerView kv;        // [Hkv, S, D]
+    at::Tensor keyPositions;      // [Hkv, S] true positions (sliding window only), or undefined
+    int64_t firstQueryPosition;   // true position of q[:, 0]
+    std::optional<int64_t> slidingWindow;
+};
+
+// Which (query, key) pairs may attend: [Hkv or 1, n, S] bool, or undefined
+// when all may (a decode step over a dense cache).
+at::Tensor attentionMask(const AttentionInput& in, int64_t n, int64_t S) {
+    const bool window = in.slidingWindow && in.firstQueryPosition + n > *in.slidingWindow;
+    if (n == 1 && !in.kv.valid.defined() && !window) return at::Tensor();
+    auto opts = at::TensorOptions().device(in.q.device());
+    // Old entries: visible when valid. New entries: causal among themselves.
+    at::Tensor old = in.kv.valid.defined() ? in.kv.valid.narrow(1, 0, S - n).unsqueeze(1).expand({-1, n, -1})
+                                           : at::ones({1, n, S - n}, opts.dtype(at::kBool));
+    at::Tensor causal = at::ones({n, n}, opts.dtype(at::kBool)).tril().unsqueeze(0).expand({old.size(0), n, n});
+    at::Tensor allowed = at::cat({old, causal}, -1);
+    if (window) {
+        at::Tensor qpos = at::arange(n, opts.dtype(at::kLong)).add_(in.firstQueryPosition).view({1, n, 1});
+        allowed = allowed & (in.keyPositions.unsqueeze(1) > qpos - *in.slidingWindow);
+    }
+    return allowed;
+}
+
+// Grouped-query attention without expanding the cache to Hq heads: query
+// head h reads KV head h / G (HF's repeat_kv order).
+at::Tensor attend(const AttentionInput& in, at::Tensor* probsOut) {
+    const int64_t Hq = in.q.size(0), n = in.q.size(1), D = in.q.size(2);
+    const int64_t Hkv = in.kv.k.size(0), S = in.kv.k.size(1), G = Hq / Hkv;
+    at::Tensor qg = in.q.reshape({Hkv, G * n, D});
+    at::Tensor scores = at::matmul(qg, in.kv.k.transpose(1, 2)).to(at::kFloat).mul_(1.0 / std::sqrt(double(D)));
+    at::Tensor mask = attentionMask(in, n, S);
+    if (mask.defined())
+        scores = scores.view({Hkv, G, n, S}).masked_fill(mask.logical_not().unsqueeze(1), -INFINITY).view({Hkv, G * n, S});
+    at::Tensor probs = at::softmax(scores, -1);
+    if (probsOut) *probsOut = probs.view({Hq, n, S});
+    return at::matmul(probs.to(in.kv.v.scalar_type()), in.kv.v).view({Hq, n, D});
+}
+
+bool wantsCapture(const ForwardOptions& o, int64_t layer) {
+    if (!o.captureAttention) return false;
+    if (o.captureLayers.empty()) return true;
+    return std::find(o.captureLayers.begin(), o.captureLayers.end(), layer) != o.captureLayers.end();
+}
+
+}  // namespace
+
+ForwardResult Model::forward(const std::vector<int64_t>& tokens, KvCache& cache, const ForwardOptions& opt) const {
+    const ModelConfig& c = m->cfg;
+    const Weights& w = m->w;
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    if (n == 0) throw ArgumentError("forward: no tokens");
+    for (int64_t t : tokens)
+        if (t < 0 || t >= c.vocabSize)
+            throw ArgumentError("token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                                std::to_string(c.vocabSize) + ")");
+    const int64_t pos0 = cache.seqLen();
+    if (c.family == Family::Gpt2 && pos0 + n > c.maxPositions)
+        throw ArgumentError("gpt2 has learned positions for " + std::to_string(c.maxPositions) +
+                            " tokens; this run needs " + std::to_string(pos0 + n));
+    auto longOpts = at::TensorOptions().dtype(at::kLong).device(m->device);
+    at::Tensor ids = at::tensor(tokens, at::TensorOptions().dtype(at::kLong)).to(m->device);
+    at::Tensor x = at::embedding(w.embed, ids);  // [n, E]
+    if (w.posEmbed.defined()) x = x + at::embedding(w.posEmbed, at::arange(pos0, pos0 + n, longOpts));
+
+    ForwardResult result;
+    result.attention.resize(c.numLayers);
+    const bool gpt2 = c.family == Family::Gpt2;
+    for (int64_t l = 0; l < c.numLayers; ++l) {
+        const LayerWeights& lw = w.layers[l];
+        at::Tensor h = gpt2 ? at::layer_norm(x, {c.hiddenSize}, lw.attnNorm, lw.attnNormBias, c.normEps)
+                            : rmsNorm(x, lw.attnNorm, c.normEps);
+        at::Tensor q = splitHeads(linear(h, lw.wq, lw.bq), c.numHeads, c.headDim);
+        at::Tensor k = splitHeads(linear(h, lw.wk, lw.bk), c.numKvHeads, c.headDim);
+        at::Tensor v = splitHeads(linear(h, lw.wv, lw.bv), c.numKvHeads, c.headDim);
+        if (c.qkNorm) {
+            q = rmsNorm(q, lw.qNorm, c.normEps);
+            k = rmsNorm(k, lw.kNorm, c.normEps);
+        }
+        if (m->rope) {
+            const int64_t r0 = cache.rotaryPosition(l);
+            at::Tensor rpos = at::arange(r0, r0 + n, longOpts);
+            q = m->rope->apply(q, rpos);
+            k = m->rope->apply(k, rpos);
+        }
+        AttentionInput in{q, cache.append(l, k, v), at::Tensor(), pos0, c.slidingWindow};
+        if (c.slidingWindow && pos0 + n > *c.slidingWindow) in.keyPositions = cache.positionTensor(l);
+        at::Tensor* capture = wantsCapture(opt, l) ? &result.attention[l] : nullptr;
+        at::Tensor o = attend(in, capture);  // [Hq, n, D]
+        x = x + linear(o.transpose(0, 1).reshape({n, c.numHeads * c.headDim}), lw.wo, lw.bo);
+
+        if (gpt2) {
+            h = at::layer_norm(x, {c.hiddenSize}, lw.mlpNorm, lw.mlpNormBias, c.normEps);
+            const char* approx = c.activation == "gelu" ? "none" : "tanh";
+            x = x + linear(at::gelu(linear(h, lw.wUp, lw.bUp), approx), lw.wDown, lw.bDown);
+        } else {
+            h = rmsNorm(x, lw.mlpNorm, c.normEps);
+            x = x + at::linear(at::silu(at::linear(h, lw.wGate)) * at::linear(h, lw.wUp), lw.wDown);
+        }
+    }
+    cache.advance(n);
+    if (opt.lastLogitsOnly) x = x.narrow(0, n - 1, 1);
+    x = gpt2 ? at::layer_norm(x, {c.hiddenSize}, w.finalNorm, w.finalNormBias, c.normEps)
+             : rmsNorm(x, w.finalNorm, c.normEps);
+    result.logits = at::linear(x, w.lmHead).to(at::kFloat);
+    return result;
+}
+
+}  // namespace kvlens

@@ -1,0 +1,53 @@
+#include "core/model/model.h"
+
+#include <ATen/ATen.h>
+
+#include "core/error.h"
+#include "core/model/device_internal.h"
+#include "core/model/model_impl.h"
+
+namespace kvlens {
+namespace fs = std::filesystem;
+
+Model::Model(std::unique_ptr<Impl> impl) : m(std::move(impl)) {}
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const fs::path& dir, const RunSettings& settings) {
+    if (!fs::is_directory(dir)) throw FormatError(dir.string(), "not a model directory (does not exist or is not a folder)");
+    auto impl = std::make_unique<Impl>();
+    impl->dir = dir;
+    impl->cfg = loadConfig(dir / "config.json");
+    impl->device = resolveDevice(settings.device);
+    impl->dtype = resolveDtype(settings.dtype, impl->device);
+    applyThreads(settings.threads);
+    impl->w = loadWeights(dir, impl->cfg, impl->dtype, impl->device, &impl->tied);
+    if (impl->cfg.usesRope()) impl->rope = std::make_unique<Rope>(impl->cfg, impl->device);
+
+    int64_t params = impl->w.embed.numel() + impl->w.finalNorm.numel();
+    if (impl->w.posEmbed.defined()) params += impl->w.posEmbed.numel();
+    if (impl->w.finalNormBias.defined()) params += impl->w.finalNormBias.numel();
+    if (!impl->tied) params += impl->w.lmHead.numel();
+    for (const auto& lw : impl->w.layers)
+        for (const at::Tensor* t : {&lw.attnNorm, &lw.attnNormBias, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.bq, &lw.bk,
+                                    &lw.bv, &lw.bo, &lw.qNorm, &lw.kNorm, &lw.mlpNorm, &lw.mlpNormBias, &lw.wGate,
+                                    &lw.wUp, &lw.bUp, &lw.wDown, &lw.bDown})
+            if (t->defined()) params += t->numel();
+    impl->params = params;
+    return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
+const ModelConfig& Model::config() const { return m->cfg; }
+const fs::path& Model::directory() const { return m->dir; }
+at::Device Model::device() const { return m->device; }
+at::ScalarType Model::dtype() const { return m->dtype; }
+int64_t Model::parameterCount() const { return m->params; }
+bool Model::tiedEmbeddings() const { return m->tied; }
+
+KvCache Model::newCache(CacheOptions options) const {
+    if (options.rerotate && !m->rope)
+        throw ArgumentError(std::string("rerotate needs rotary position embeddings; ") + familyName(m->cfg.family) +
+                            " has learned absolute positions");
+    return KvCache(m->cfg.numLayers, m->cfg.numKvHeads, m->cfg.headDim, m->dtype, m->device, m->rope.get(), options);
+}
+
+}  // namespace kvlens

@@ -1,0 +1,57 @@
+#pragma once
+// Model: one HF checkpoint loaded for inference with a KV cache we own.
+// `forward` runs a batch of new tokens (a prefill, or a single decode token)
+// against a KvCache, writing the cache, and optionally captures the attention
+// probabilities of every layer and query head (fp32; they cost memory).
+// Internal to core and the CLI (uses ATen); the GUI talks to run/Session.
+#include <ATen/core/Tensor.h>
+
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "core/cache/kv_cache.h"
+#include "core/model/config.h"
+#include "core/model/device.h"
+
+namespace kvlens {
+
+struct ForwardOptions {
+    bool captureAttention = false;
+    std::vector<int64_t> captureLayers;  // empty = every layer (when capturing)
+    bool lastLogitsOnly = false;         // [1, V] instead of [n, V]: prompts × large vocabularies are big
+};
+
+struct ForwardResult {
+    at::Tensor logits;                 // [n, V] fp32 (or [1, V])
+    std::vector<at::Tensor> attention; // per layer: [Hq, n, S] fp32 over the cache's storage
+                                       // columns (KvCache::columns maps them to entries);
+                                       // undefined for layers not captured
+};
+
+class Model {
+public:
+    // Reads config.json and the safetensors weights of an HF model directory.
+    // Throws FormatError / ModelError naming the file and tensor at fault,
+    // ArgumentError for a bad device or dtype.
+    static std::unique_ptr<Model> load(const std::filesystem::path& dir, const RunSettings& settings = {});
+    ~Model();
+
+    const ModelConfig& config() const;
+    const std::filesystem::path& directory() const;
+    at::Device device() const;
+    at::ScalarType dtype() const;
+    int64_t parameterCount() const;
+    bool tiedEmbeddings() const;  // lm_head shares the embedding matrix
+
+    KvCache newCache(CacheOptions options = {}) const;
+    ForwardResult forward(const std::vector<int64_t>& tokens, KvCache& cache, const ForwardOptions& options = {}) const;
+
+    struct Impl;
+
+private:
+    explicit Model(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> m;
+};
+
+}  // namespace kvlens

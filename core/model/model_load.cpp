@@ -1,0 +1,120 @@
+// Builds Weights from an HF directory: tensor names and layouts per family.
+#include <ATen/ATen.h>
+
+#include "core/error.h"
+#include "core/model/model_impl.h"
+#include "core/model/weights.h"
+
+namespace kvlens {
+namespace {
+
+struct Loader {
+    const WeightStore& store;
+    at::ScalarType dtype;
+    at::Device device;
+
+    at::Tensor get(const std::string& name, std::vector<int64_t> shape) const {
+        return store.get(name, shape, dtype, device);
+    }
+    at::Tensor optional(const std::string& name, std::vector<int64_t> shape) const {
+        return store.has(name) ? get(name, shape) : at::Tensor();
+    }
+};
+
+void loadLlamaLayer(const Loader& L, const ModelConfig& c, int64_t i, LayerWeights& lw) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const int64_t E = c.hiddenSize, D = c.headDim, Hq = c.numHeads, Hkv = c.numKvHeads, F = c.intermediateSize;
+    lw.attnNorm = L.get(p + "input_layernorm.weight", {E});
+    lw.wq = L.get(p + "self_attn.q_proj.weight", {Hq * D, E});
+    lw.wk = L.get(p + "self_attn.k_proj.weight", {Hkv * D, E});
+    lw.wv = L.get(p + "self_attn.v_proj.weight", {Hkv * D, E});
+    lw.wo = L.get(p + "self_attn.o_proj.weight", {E, Hq * D});
+    if (c.attentionBias) {
+        lw.bq = L.get(p + "self_attn.q_proj.bias", {Hq * D});
+        lw.bk = L.get(p + "self_attn.k_proj.bias", {Hkv * D});
+        lw.bv = L.get(p + "self_attn.v_proj.bias", {Hkv * D});
+        // Llama's attention_bias also biases o_proj; Qwen2 does not.
+        if (c.family != Family::Qwen2) lw.bo = L.get(p + "self_attn.o_proj.bias", {E});
+    }
+    if (c.qkNorm) {
+        lw.qNorm = L.get(p + "self_attn.q_norm.weight", {D});
+        lw.kNorm = L.get(p + "self_attn.k_norm.weight", {D});
+    }
+    lw.mlpNorm = L.get(p + "post_attention_layernorm.weight", {E});
+    lw.wGate = L.get(p + "mlp.gate_proj.weight", {F, E});
+    lw.wUp = L.get(p + "mlp.up_proj.weight", {F, E});
+    lw.wDown = L.get(p + "mlp.down_proj.weight", {E, F});
+}
+
+Weights loadLlama(const Loader& L, const ModelConfig& c, bool* tied) {
+    Weights w;
+    w.embed = L.get("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
+    w.layers.resize(c.numLayers);
+    for (int64_t i = 0; i < c.numLayers; ++i) loadLlamaLayer(L, c, i, w.layers[i]);
+    w.finalNorm = L.get("model.norm.weight", {c.hiddenSize});
+    *tied = !L.store.has("lm_head.weight");
+    w.lmHead = *tied ? w.embed : L.get("lm_head.weight", {c.vocabSize, c.hiddenSize});
+    return w;
+}
+
+// GPT-2's Conv1D stores weights as [in, out]; we keep every weight as
+// [out, in] so that one linear() serves all families.
+at::Tensor conv1d(const Loader& L, const std::string& name, int64_t in, int64_t out) {
+    return L.get(name, {in, out}).t().contiguous();
+}
+
+void loadGpt2Layer(const Loader& L, const ModelConfig& c, const std::string& prefix, int64_t i, LayerWeights& lw) {
+    const std::string p = prefix + "h." + std::to_string(i) + ".";
+    const int64_t E = c.hiddenSize, F = c.intermediateSize;
+    lw.attnNorm = L.get(p + "ln_1.weight", {E});
+    lw.attnNormBias = L.get(p + "ln_1.bias", {E});
+    at::Tensor qkv = conv1d(L, p + "attn.c_attn.weight", E, 3 * E);  // [3E, E]
+    at::Tensor bqkv = L.get(p + "attn.c_attn.bias", {3 * E});
+    lw.wq = qkv.narrow(0, 0, E).contiguous();
+    lw.wk = qkv.narrow(0, E, E).contiguous();
+    lw.wv = qkv.narrow(0, 2 * E, E).contiguous();
+    lw.bq = bqkv.narrow(0, 0, E).contiguous();
+    lw.bk = bqkv.narrow(0, E, E).contiguous();
+    lw.bv = bqkv.narrow(0, 2 * E, E).contiguous();
+    lw.wo = conv1d(L, p + "attn.c_proj.weight", E, E);
+    lw.bo = L.get(p + "attn.c_proj.bias", {E});
+    lw.mlpNorm = L.get(p + "ln_2.weight", {E});
+    lw.mlpNormBias = L.get(p + "ln_2.bias", {E});
+    lw.wUp = conv1d(L, p + "mlp.c_fc.weight", E, F);
+    lw.bUp = L.get(p + "mlp.c_fc.bias", {F});
+    lw.wDown = conv1d(L, p + "mlp.c_proj.weight", F, E);
+    lw.bDown = L.get(p + "mlp.c_proj.bias", {E});
+}
+
+Weights loadGpt2(const Loader& L, const ModelConfig& c, bool* tied) {
+    // Checkpoints saved from GPT2LMHeadModel prefix "transformer.", those
+    // from GPT2Model do not.
+    const std::string prefix = L.store.has("transformer.wte.weight") ? "transformer." : "";
+    Weights w;
+    w.embed = L.get(prefix + "wte.weight", {c.vocabSize, c.hiddenSize});
+    w.posEmbed = L.get(prefix + "wpe.weight", {c.maxPositions, c.hiddenSize});
+    w.layers.resize(c.numLayers);
+    for (int64_t i = 0; i < c.numLayers; ++i) loadGpt2Layer(L, c, prefix, i, w.layers[i]);
+    w.finalNorm = L.get(prefix + "ln_f.weight", {c.hiddenSize});
+    w.finalNormBias = L.get(prefix + "ln_f.bias", {c.hiddenSize});
+    *tied = !L.store.has("lm_head.weight");
+    w.lmHead = *tied ? w.embed : L.get("lm_head.weight", {c.vocabSize, c.hiddenSize});
+    return w;
+}
+
+}  // namespace
+
+Weights loadWeights(const std::filesystem::path& dir, const ModelConfig& cfg, at::ScalarType dtype,
+                    at::Device device, bool* tied) {
+    WeightStore store = WeightStore::open(dir);
+    Loader loader{store, dtype, device};
+    try {
+        return cfg.family == Family::Gpt2 ? loadGpt2(loader, cfg, tied) : loadLlama(loader, cfg, tied);
+    } catch (const c10::Error& e) {
+        // Allocation failures (e.g. out of GPU memory) surface as c10::Error.
+        throw ModelError(dir.string() + ": could not place the weights on " + device.str() + ": " +
+                         e.what_without_backtrace());
+    }
+}
+
+}  // namespace kvlens

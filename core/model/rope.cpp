@@ -1,0 +1,59 @@
+#include "core/model/rope.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+namespace kvlens {
+
+std::vector<double> Rope::inverseFrequencies(const ModelConfig& cfg) {
+    const int64_t half = cfg.headDim / 2;
+    std::vector<double> inv(half);
+    // HF computes base ** (arange(0, D, 2) / D) in float32 (int64 arange cast
+    // to float); do the same so keys match checkpoints bit for bit at fp32.
+    for (int64_t i = 0; i < half; ++i) {
+        float expo = static_cast<float>(2 * i) / static_cast<float>(cfg.headDim);
+        inv[i] = 1.0f / std::pow(static_cast<float>(cfg.ropeTheta), expo);
+    }
+    const RopeScaling& rs = cfg.ropeScaling;
+    if (rs.type == RopeScaling::Type::Linear) {
+        for (double& f : inv) f /= rs.factor;
+    } else if (rs.type == RopeScaling::Type::Llama3) {
+        // Llama 3.1: leave high frequencies, divide low ones by `factor`, and
+        // interpolate smoothly between (transformers' _compute_llama3_parameters).
+        const double oldCtx = static_cast<double>(rs.originalMaxPositionEmbeddings);
+        const double lowWavelen = oldCtx / rs.lowFreqFactor;
+        const double highWavelen = oldCtx / rs.highFreqFactor;
+        for (double& f : inv) {
+            const double wavelen = 2.0 * M_PI / f;
+            if (wavelen < highWavelen) continue;
+            if (wavelen > lowWavelen) {
+                f /= rs.factor;
+                continue;
+            }
+            const double smooth = (oldCtx / wavelen - rs.lowFreqFactor) / (rs.highFreqFactor - rs.lowFreqFactor);
+            f = (1.0 - smooth) * f / rs.factor + smooth * f;
+        }
+    }
+    return inv;
+}
+
+Rope::Rope(const ModelConfig& cfg, at::Device device) {
+    auto inv = inverseFrequencies(cfg);
+    std::vector<float> f(inv.begin(), inv.end());
+    m_invFreq = at::tensor(f, at::TensorOptions().dtype(at::kFloat)).to(device);
+}
+
+at::Tensor Rope::apply(const at::Tensor& x, const at::Tensor& positions) const {
+    // angles: [..., n, D/2] -> cos/sin over the full head_dim as cat(f, f).
+    at::Tensor pos = positions.to(m_invFreq.device(), at::kFloat);
+    at::Tensor angles = pos.unsqueeze(-1) * m_invFreq;            // [n, D/2] or [H, n, D/2]
+    at::Tensor emb = at::cat({angles, angles}, -1);               // [.., n, D]
+    at::Tensor cos = emb.cos(), sin = emb.sin();
+    at::Tensor xf = x.to(at::kFloat);
+    const int64_t half = x.size(-1) / 2;
+    at::Tensor rotated = at::cat({-xf.narrow(-1, half, half), xf.narrow(-1, 0, half)}, -1);
+    return (xf * cos + rotated * sin).to(x.scalar_type());
+}
+
+}  // namespace kvlens

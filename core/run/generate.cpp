@@ -1,0 +1,51 @@
+#include "core/run/generate.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "core/model/model.h"
+
+namespace kvlens {
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+}  // namespace
+
+double GenerateResult::decodeTokensPerSecond() const {
+    // The first generated token comes from the prefill; the rest from decode steps.
+    const double steps = generatedIds.size() > 1 ? double(generatedIds.size() - 1) : 0.0;
+    return decodeSeconds > 0 ? steps / decodeSeconds : 0.0;
+}
+
+GenerateResult generate(const Model& model, const std::vector<int64_t>& prompt, const GenerateOptions& options,
+                        const std::function<void(int64_t)>& onToken) {
+    if (prompt.empty()) throw ArgumentError("the prompt is empty (no tokens to condition on)");
+    if (options.steps < 0) throw ArgumentError("--steps must be ≥ 0");
+    at::NoGradGuard noGrad;
+    Sampler sampler(options.sampling);
+    KvCache cache = model.newCache();
+    GenerateResult r;
+    r.promptIds = prompt;
+    ForwardOptions fo;
+    fo.lastLogitsOnly = true;
+    auto t0 = Clock::now();
+    at::Tensor logits = model.forward(prompt, cache, fo).logits;
+    auto t1 = Clock::now();
+    r.prefillSeconds = seconds(t0, t1);
+    for (int64_t s = 0; s < options.steps; ++s) {
+        int64_t id = sampler.next(logits[0]);
+        r.generatedIds.push_back(id);
+        if (onToken) onToken(id);
+        const bool stop = std::find(options.stopIds.begin(), options.stopIds.end(), id) != options.stopIds.end();
+        if (stop || s + 1 == options.steps) break;
+        logits = model.forward({id}, cache, fo).logits;
+    }
+    r.decodeSeconds = seconds(t1, Clock::now());
+    r.kvBytesHeld = cache.bytesHeld();
+    return r;
+}
+
+}  // namespace kvlens

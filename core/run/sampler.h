@@ -1,0 +1,28 @@
+#pragma once
+// Next-token choice: greedy (argmax, ties to the lower id) or temperature +
+// nucleus (top-p) sampling from a seeded generator, so runs reproduce.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <random>
+
+namespace kvlens {
+
+struct SamplingOptions {
+    bool greedy = true;
+    double temperature = 1.0;  // > 0
+    double topP = 1.0;         // (0, 1]
+    uint64_t seed = 0;
+};
+
+class Sampler {
+public:
+    explicit Sampler(SamplingOptions options);  // throws ArgumentError for bad values
+    int64_t next(const at::Tensor& logits);     // logits: [V], any float dtype/device
+
+private:
+    SamplingOptions m_options;
+    std::mt19937_64 m_rng;
+};
+
+}  // namespace kvlens

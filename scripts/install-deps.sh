@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs KVLens's build and test dependencies from Debian 12 packages.
+# Idempotent: does nothing (and needs no network) when all are present.
+# Usage: scripts/install-deps.sh [--no-gui]
+set -euo pipefail
+
+packages=(cmake ninja-build g++ pkg-config libtorch-dev nlohmann-json3-dev libpcre2-dev
+          libcli11-dev libgtest-dev nodejs npm)
+if [[ "${1:-}" != "--no-gui" ]]; then
+  packages+=(qt6-base-dev qt6-svg-dev libqcustomplot-dev xvfb xauth)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node/npm may come from outside Debian (e.g. a preinstalled Node.js); accept those.
+if command -v npm >/dev/null 2>&1; then
+  missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+fi
+read -r -a missing <<< "${missing[*]}"
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+sudo=""
+[[ $(id -u) -ne 0 ]] && sudo="sudo"
+echo "Installing: ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
