@@ -7,6 +7,7 @@
 
 #include "app/cli/common.h"
 #include "core/error.h"
+#include "core/model/device_internal.h"
 #include "core/model/model.h"
 #include "core/run/generate.h"
 
@@ -64,7 +65,7 @@ void runGenerate(const GenerateArgs& a) {
         }
     };
     GenerateResult r = generate(*model, prompt, opt, onToken);
-    const std::string device = model->device().str() + "/" + std::string(c10::toString(model->dtype()));
+    const std::string device = model->device().str() + "/" + dtypeLabel(model->dtype());
     if (a.json) {
         std::vector<int32_t> gen(r.generatedIds.begin(), r.generatedIds.end());
         nlohmann::json j = {{"prompt_ids", r.promptIds},

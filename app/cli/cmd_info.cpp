@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/common.h"
+#include "core/model/device_internal.h"
 #include "core/model/model.h"
 
 namespace kvlens::cli {
@@ -47,7 +48,7 @@ void runInfo(const InfoArgs& a) {
         {"tied_embeddings", model->tiedEmbeddings()},
         {"parameters", model->parameterCount()},
         {"device", model->device().str()},
-        {"dtype", std::string(c10::toString(model->dtype()))},
+        {"dtype", dtypeLabel(model->dtype())},
         {"kv_bytes_per_token", kvPerToken},
         {"tokenizer", tok ? "tokenizer.json (" + std::to_string(tok->vocabSize()) + " tokens)" : "none"},
         {"cuda_available", cudaAvailable()},

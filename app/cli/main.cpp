@@ -14,10 +14,30 @@ int main(int argc, char** argv) {
     kvlens::cli::addInfoCommand(app);
     kvlens::cli::addTokenizeCommand(app);
     kvlens::cli::addGenerateCommand(app);
+    if (argc > 1 && argv[1][0] != '-') {
+        std::string known;
+        bool found = false;
+        for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+            known += (known.empty() ? "" : ", ") + sub->get_name();
+            found = found || sub->get_name() == argv[1];
+        }
+        if (!found) {
+            std::cerr << "kvlens-cli: error: unknown command '" << argv[1] << "' (commands: " << known << ")\n";
+            return 2;
+        }
+    }
     try {
         app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
+    } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        // One line, like every other failure (CLI11 would add a second).
+        std::cerr << "kvlens-cli: error: " << e.what() << " (see --help)\n";
+        return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
     } catch (const kvlens::Error& e) {
         std::cerr << "kvlens-cli: error: " << e.what() << "\n";
         return 1;

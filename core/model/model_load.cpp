@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 
 #include "core/error.h"
+#include "core/model/device_internal.h"
 #include "core/model/model_impl.h"
 #include "core/model/weights.h"
 
@@ -102,10 +103,31 @@ Weights loadGpt2(const Loader& L, const ModelConfig& c, bool* tied) {
     return w;
 }
 
+// Some LibTorch builds lack kernels for a dtype on a device (1.13 has no f16
+// matmul, SiLU or GELU on the CPU). Probe the ops the forward pass runs in the
+// model dtype, so that the choice is refused at load time with a clear
+// message instead of a c10::Error escaping from the first forward().
+void probeKernels(at::ScalarType dtype, at::Device device) {
+    try {
+        auto o = at::TensorOptions().dtype(dtype).device(device);
+        at::Tensor x = at::ones({2, 4}, o), w = at::ones({3, 4}, o), b = at::ones({3}, o);
+        at::Tensor y = at::linear(x, w, b);
+        (void)at::matmul(x.unsqueeze(0), w.t().unsqueeze(0));
+        (void)at::silu(y);
+        (void)at::gelu(y, "tanh");
+        (void)at::layer_norm(x, {4}, at::ones({4}, o), at::zeros({4}, o), 1e-5);
+        (void)at::embedding(w, at::zeros({2}, at::TensorOptions().dtype(at::kLong).device(device)));
+    } catch (const c10::Error& e) {
+        throw ArgumentError(std::string("dtype ") + dtypeLabel(dtype) + " is not supported on " + device.str() +
+                            " by this LibTorch build (" + e.what_without_backtrace() + "); use f32 or bf16");
+    }
+}
+
 }  // namespace
 
 Weights loadWeights(const std::filesystem::path& dir, const ModelConfig& cfg, at::ScalarType dtype,
                     at::Device device, bool* tied) {
+    probeKernels(dtype, device);
     WeightStore store = WeightStore::open(dir);
     Loader loader{store, dtype, device};
     try {

@@ -45,7 +45,7 @@ TEST(KvCache, RaggedApplyPadsMasksAndKeepsOrder) {
     EXPECT_TRUE(at::equal(pos, at::tensor({0, 3, 7, 8, 6, -1, -1, 8}, at::kLong).view({2, 4})));
     auto view = c.append(0, at::zeros({2, 1, 4}), at::zeros({2, 1, 4}));
     ASSERT_TRUE(view.valid.defined());
-    EXPECT_TRUE(at::equal(view.valid, at::tensor({1, 1, 1, 1, 1, 1, 0, 0, 1, 1}, at::kBool).view({2, 5})));
+    EXPECT_TRUE(at::equal(view.valid, at::tensor({1, 1, 1, 1, 1, 1, 0, 0, 1, 1}, at::kLong).view({2, 5}).to(at::kBool)));
     // Values follow their entries through the gather.
     EXPECT_FLOAT_EQ(view.k[0][2][0].item<float>(), 7.f);
     EXPECT_FLOAT_EQ(view.k[1][0][0].item<float>(), 6.f);

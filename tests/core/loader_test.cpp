@@ -1,13 +1,20 @@
 // Loader error cases: every malformed input gives a typed error that names
 // the file (and tensor or field) at fault, never a crash.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/model/config.h"
+#include "core/model/model.h"
 #include "core/model/safetensors.h"
+#include "tests/core/test_models.h"
 
 using namespace kvlens;
 namespace fs = std::filesystem;
@@ -178,4 +185,122 @@ TEST(Config, BadInputNamesTheFieldAndFile) {
 
 TEST(Config, MissingFileIsAFormatError) {
     EXPECT_THROW(loadConfig(scratch("nofile") / "config.json"), FormatError);
+}
+
+// ---- whole model directories -------------------------------------------
+
+namespace {
+
+using kvlens::test::makeRandomModel;
+using kvlens::test::ModelOptions;
+using kvlens::test::ScratchDir;
+
+std::string loadError(const fs::path& dir) {
+    try {
+        Model::load(dir);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    ADD_FAILURE() << "loaded " << dir;
+    return "";
+}
+
+// Rewrites model.safetensors with one tensor changed by `edit` (or dropped
+// when edit returns false).
+void rewriteWeights(const fs::path& dir, const std::function<bool(TensorBlob&)>& edit) {
+    auto st = SafetensorsFile::open(dir / "model.safetensors");
+    std::vector<TensorBlob> blobs;
+    for (const auto& t : st->tensors()) {
+        TensorBlob b{t.name, t.dtype, t.shape, st->data(t)};
+        if (edit(b)) blobs.push_back(b);
+    }
+    fs::path tmp = dir / "rewritten.safetensors";
+    writeSafetensors(tmp, blobs);
+    st.reset();
+    fs::rename(tmp, dir / "model.safetensors");
+}
+
+}  // namespace
+
+TEST(ModelLoad, MissingTensorIsNamed) {
+    ScratchDir d("missing-tensor");
+    makeRandomModel(Family::Llama, {}, 1, d.path());
+    rewriteWeights(d.path(), [](TensorBlob& b) { return b.name != "model.layers.1.mlp.up_proj.weight"; });
+    std::string msg = loadError(d.path());
+    EXPECT_NE(msg.find("missing tensor 'model.layers.1.mlp.up_proj.weight'"), std::string::npos) << msg;
+}
+
+TEST(ModelLoad, MisShapedTensorNamesFileTensorAndShapes) {
+    ScratchDir d("wrong-shape");
+    makeRandomModel(Family::Qwen2, {}, 2, d.path());
+    rewriteWeights(d.path(), [](TensorBlob& b) {
+        if (b.name == "model.layers.0.self_attn.k_proj.bias") b.shape = {b.shape[0] / 2, 2};
+        return true;
+    });
+    std::string msg = loadError(d.path());
+    EXPECT_NE(msg.find("model.safetensors"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'model.layers.0.self_attn.k_proj.bias' has shape"), std::string::npos) << msg;
+}
+
+TEST(ModelLoad, TruncatedWeightsAndMissingFiles) {
+    ScratchDir d("truncated-model");
+    makeRandomModel(Family::Llama, {}, 3, d.path());
+    fs::resize_file(d / "model.safetensors", fs::file_size(d / "model.safetensors") / 2);
+    EXPECT_NE(loadError(d.path()).find("truncated"), std::string::npos);
+    fs::remove(d / "model.safetensors");
+    EXPECT_NE(loadError(d.path()).find("no model.safetensors"), std::string::npos);
+    EXPECT_NE(loadError(d / "nowhere").find("not a model directory"), std::string::npos);
+    fs::remove(d / "config.json");
+    EXPECT_NE(loadError(d.path()).find("config.json"), std::string::npos);
+}
+
+TEST(ModelLoad, UnknownModelTypeIsAModelError) {
+    ScratchDir d("unknown-type");
+    makeRandomModel(Family::Llama, {}, 4, d.path());
+    std::ofstream(d / "config.json") << R"({"model_type":"falcon","vocab_size":64})";
+    EXPECT_THROW(Model::load(d.path()), ModelError);
+}
+
+TEST(ModelLoad, ShardedIndexLoadsTheSameModel) {
+    ScratchDir d("sharded");
+    auto tm = makeRandomModel(Family::Llama, {}, 5, d.path());
+    auto whole = Model::load(d.path());
+    std::vector<int64_t> tokens = {1, 5, 9, 13};
+    KvCache c1 = whole->newCache();
+    at::Tensor expected = whole->forward(tokens, c1).logits;
+    whole.reset();
+
+    // Split the tensors over two shards with an index, as HF does.
+    auto st = SafetensorsFile::open(d / "model.safetensors");
+    std::vector<TensorBlob> a, b;
+    nlohmann::json map;
+    for (const auto& t : st->tensors()) {
+        bool first = t.name.find("layers.1.") == std::string::npos;
+        (first ? a : b).push_back({t.name, t.dtype, t.shape, st->data(t)});
+        map[t.name] = first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+    }
+    writeSafetensors(d / "model-00001-of-00002.safetensors", a);
+    writeSafetensors(d / "model-00002-of-00002.safetensors", b);
+    st.reset();
+    fs::remove(d / "model.safetensors");
+    std::ofstream(d / "model.safetensors.index.json") << nlohmann::json{{"weight_map", map}}.dump();
+    auto sharded = Model::load(d.path());
+    KvCache c2 = sharded->newCache();
+    EXPECT_TRUE(at::equal(sharded->forward(tokens, c2).logits, expected));
+
+    // An index that names a shard outside the folder, or a missing shard.
+    std::ofstream(d / "model.safetensors.index.json") << R"({"weight_map":{"x":"../evil.safetensors"}})";
+    EXPECT_NE(loadError(d.path()).find("not a file in the model directory"), std::string::npos);
+    fs::remove(d / "model-00002-of-00002.safetensors");
+    std::ofstream(d / "model.safetensors.index.json") << nlohmann::json{{"weight_map", map}}.dump();
+    EXPECT_NE(loadError(d.path()).find("model-00002-of-00002.safetensors"), std::string::npos);
+}
+
+TEST(ModelLoad, BadDeviceAndDtypeAreArgumentErrors) {
+    ScratchDir d("device");
+    makeRandomModel(Family::Llama, {}, 6, d.path());
+    EXPECT_THROW(Model::load(d.path(), RunSettings{"tpu", "auto", 0}), ArgumentError);
+    EXPECT_THROW(Model::load(d.path(), RunSettings{"cpu", "f8", 0}), ArgumentError);
+    EXPECT_THROW(Model::load(d.path(), RunSettings{"cuda:x", "auto", 0}), ArgumentError);
+    if (!cudaAvailable()) EXPECT_THROW(Model::load(d.path(), RunSettings{"cuda", "auto", 0}), ArgumentError);
 }

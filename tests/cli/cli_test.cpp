@@ -1,0 +1,143 @@
+// kvlens-cli end to end on a tiny random model with a WordLevel tokenizer:
+// the documented flags work and every bad argument ends in one clear line
+// and a non-zero exit code.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/core/test_models.h"
+
+using namespace kvlens;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliRun {
+    int code;
+    std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+class CliTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        s_dir = std::make_unique<test::ScratchDir>("cli");
+        test::makeRandomModel(Family::Llama, {}, 11, s_dir->path() / "model");
+        // A WordLevel tokenizer whose 64 words match the model's vocabulary.
+        nlohmann::json vocab;
+        vocab["<unk>"] = 0;
+        for (int i = 1; i < 64; ++i) vocab["w" + std::to_string(i)] = i;
+        nlohmann::json tok = {
+            {"version", "1.0"},
+            {"added_tokens", {{{"id", 0}, {"content", "<unk>"}, {"single_word", false}, {"lstrip", false},
+                               {"rstrip", false}, {"normalized", false}, {"special", true}}}},
+            {"normalizer", nullptr},
+            {"pre_tokenizer", {{"type", "Whitespace"}}},
+            {"post_processor", nullptr},
+            {"decoder", nullptr},
+            {"model", {{"type", "WordLevel"}, {"vocab", vocab}, {"unk_token", "<unk>"}}}};
+        std::ofstream(s_dir->path() / "model" / "tokenizer.json") << tok.dump();
+    }
+    static void TearDownTestSuite() { s_dir.reset(); }
+
+    static std::string model() { return (s_dir->path() / "model").string(); }
+
+    static CliRun run(const std::string& args) {
+        fs::path out = s_dir->path() / "stdout.txt", err = s_dir->path() / "stderr.txt";
+        std::string cmd = quote(KVLENS_CLI) + " " + args + " >" + quote(out.string()) + " 2>" + quote(err.string()) + " </dev/null";
+        int status = std::system(cmd.c_str());
+        return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    }
+
+    // A failure: non-zero exit, and stderr is one line naming `what`.
+    static void expectOneLineError(const std::string& args, const std::string& what) {
+        CliRun r = run(args);
+        EXPECT_NE(r.code, 0) << args;
+        EXPECT_NE(r.err.find(what), std::string::npos) << args << " printed: " << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << " printed: " << r.err;
+    }
+
+    static std::unique_ptr<test::ScratchDir> s_dir;
+};
+std::unique_ptr<test::ScratchDir> CliTest::s_dir;
+
+}  // namespace
+
+TEST_F(CliTest, InfoDescribesTheModel) {
+    CliRun r = run("info --model " + quote(model()) + " --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["family"], "llama");
+    EXPECT_EQ(j["layers"], 2);
+    EXPECT_EQ(j["kv_heads"], 2);
+    EXPECT_EQ(j["query_heads"], 4);
+    EXPECT_EQ(j["device"], "cpu");
+}
+
+TEST_F(CliTest, GenerateFromIdsIsExactAndReproducible) {
+    const std::string args = "generate --model " + quote(model()) + " --prompt-ids 3,1,4,1,5 --steps 6 --json";
+    CliRun a = run(args), b = run(args);
+    ASSERT_EQ(a.code, 0) << a.err;
+    auto j = nlohmann::json::parse(a.out);
+    EXPECT_EQ(j["prompt_ids"], nlohmann::json({3, 1, 4, 1, 5})) << "ids are used exactly, no BOS";
+    EXPECT_EQ(j["generated_ids"].size(), 6u);
+    EXPECT_EQ(j["generated_ids"], nlohmann::json::parse(b.out)["generated_ids"]);
+    EXPECT_EQ(j["device"], "cpu/f32");
+}
+
+TEST_F(CliTest, SeededSamplingReproduces) {
+    const std::string args = "generate --model " + quote(model()) +
+                             " --prompt 'w1 w2 w3' --steps 8 --temperature 1.5 --top-p 0.9 --seed 7 --json";
+    CliRun a = run(args), b = run(args);
+    ASSERT_EQ(a.code, 0) << a.err;
+    EXPECT_EQ(nlohmann::json::parse(a.out)["generated_ids"], nlohmann::json::parse(b.out)["generated_ids"]);
+}
+
+TEST_F(CliTest, GenerateStreamsTextAndReportsSpeed) {
+    CliRun r = run("generate --model " + quote(model()) + " --prompt 'w1 w2 w3' --steps 4");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find('w'), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, TokenizePrintsIds) {
+    CliRun r = run("tokenize --tokenizer " + quote(model() + "/tokenizer.json") + " --prompt 'w5 w6 nope' --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["ids"], nlohmann::json({5, 6, 0}));
+}
+
+TEST_F(CliTest, BadArgumentsGiveOneClearLine) {
+    const std::string m = " --model " + quote(model());
+    expectOneLineError("generate" + m + " --prompt-ids 1,x,3", "'x' is not a token id");
+    expectOneLineError("generate" + m + " --prompt-ids 1,999", "outside the vocabulary");
+    expectOneLineError("generate" + m + " --prompt-ids 1 --device tpu", "bad device 'tpu'");
+    expectOneLineError("generate" + m + " --prompt-ids 1 --dtype f8", "bad dtype 'f8'");
+    expectOneLineError("generate" + m + " --prompt-ids 1 --temperature -1", "--temperature must be > 0");
+    expectOneLineError("generate" + m + " --prompt-ids 1 --steps -3", "steps");
+    expectOneLineError("generate" + m, "give a prompt");
+    expectOneLineError("generate --model /nonexistent/model --prompt hi", "/nonexistent/model");
+    expectOneLineError("generate" + m + " --prompt-file /nonexistent.txt", "--prompt-file: cannot read");
+    expectOneLineError("generate" + m + " --prompt a --prompt-ids 1", "excludes");
+    expectOneLineError("info --model " + quote(model()) + " --threads -2", "--threads");
+    expectOneLineError("frobnicate", "unknown command 'frobnicate'");
+    EXPECT_NE(run("").code, 0);
+}
