@@ -196,6 +196,66 @@ void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep
     }
 }
 
+KvCache::Entries KvCache::entryIndex(int64_t layer, bool* identity) const {
+    const Layer& L = m_layers.at(layer);
+    int64_t maxLen = 0;
+    *identity = true;  // entry i sits in column i for every head
+    for (int64_t h = 0; h < m_kvHeads; ++h) {
+        maxLen = std::max<int64_t>(maxLen, static_cast<int64_t>(L.cols[h].size()));
+        for (size_t i = 0; i < L.cols[h].size() && *identity; ++i) *identity = L.cols[h][i] == static_cast<int64_t>(i);
+    }
+    std::vector<int64_t> idx(static_cast<size_t>(m_kvHeads * maxLen), 0), lens;
+    bool equal = true;
+    for (int64_t h = 0; h < m_kvHeads; ++h) {
+        std::copy(L.cols[h].begin(), L.cols[h].end(), idx.begin() + h * maxLen);
+        lens.push_back(static_cast<int64_t>(L.cols[h].size()));
+        equal = equal && lens.back() == maxLen;
+    }
+    Entries e;
+    e.index = hostLongs(idx, m_kvHeads, maxLen, m_device);
+    if (!equal) {
+        at::Tensor lengths = hostLongs(lens, m_kvHeads, 1, m_device);
+        e.valid = at::arange(maxLen, at::TensorOptions().dtype(at::kLong).device(m_device)).unsqueeze(0) < lengths;
+    }
+    return e;
+}
+
+KvCache::Entries KvCache::entries(int64_t layer) const {
+    const Layer& L = m_layers.at(layer);
+    bool identity = true;
+    Entries e = entryIndex(layer, &identity);
+    const int64_t maxLen = e.index.size(1);
+    if (maxLen == 0) {
+        auto opts = at::TensorOptions().dtype(m_dtype).device(m_device);
+        e.k = at::empty({m_kvHeads, 0, m_headDim}, opts);
+        e.v = at::empty({m_kvHeads, 0, m_headDim}, opts);
+    } else if (identity) {
+        e.k = L.k.narrow(1, 0, maxLen);
+        e.v = L.v.narrow(1, 0, maxLen);
+    } else {
+        at::Tensor g = e.index.unsqueeze(-1).expand({m_kvHeads, maxLen, m_headDim});
+        e.k = L.k.narrow(1, 0, L.used).gather(1, g);
+        e.v = L.v.narrow(1, 0, L.used).gather(1, g);
+    }
+    return e;
+}
+
+at::Tensor KvCache::byEntry(int64_t layer, const at::Tensor& x) const {
+    bool identity = true;
+    const Entries e = entryIndex(layer, &identity);
+    const int64_t H = x.size(0), n = x.size(1), G = H / m_kvHeads, Lmax = e.index.size(1);
+    at::Tensor out;
+    if (identity) {
+        out = x.narrow(2, 0, Lmax);
+    } else {
+        at::Tensor idx = e.index.to(x.device()).repeat_interleave(G, 0).unsqueeze(1).expand({H, n, Lmax});
+        out = x.gather(2, idx);
+    }
+    if (e.valid.defined())
+        out = out * e.valid.to(x.device()).repeat_interleave(G, 0).unsqueeze(1).to(out.scalar_type());
+    return out;
+}
+
 uint64_t KvCache::bytesHeld() const {
     uint64_t entries = 0;
     for (const auto& L : m_layers)

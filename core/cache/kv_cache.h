@@ -67,6 +67,18 @@ public:
     // [Hkv, S] int64 true positions per storage column, -1 for padding.
     at::Tensor positionTensor(int64_t layer) const;
 
+    // A layer's entries in cache order, for policies: entry i of head h is
+    // row i; heads shorter than L are padded at the end.
+    struct Entries {
+        at::Tensor k, v;      // [Hkv, L, D]
+        at::Tensor valid;     // [Hkv, L] bool, undefined when all heads hold L entries
+        at::Tensor index;     // [Hkv, L] int64 storage column of each row (0 for padding)
+    };
+    Entries entries(int64_t layer) const;
+    // Re-orders captured attention over storage columns ([H, n, S], H a
+    // multiple of Hkv) into entry order ([H, n, L], padding 0).
+    at::Tensor byEntry(int64_t layer, const at::Tensor& columnsLast) const;
+
     // Σ kept entries × bytes per entry (K and V): what the policy holds.
     uint64_t bytesHeld() const;
     // Bytes of the K/V tensors actually allocated (capacity included).
@@ -86,6 +98,7 @@ private:
     void reserve(Layer& L, int64_t columns);
     void checkKeep(int64_t layer, const std::vector<std::vector<int64_t>>& keep) const;
     uint64_t entryBytes() const;
+    Entries entryIndex(int64_t layer, bool* identity) const;  // index + valid only
 
     int64_t m_kvHeads, m_headDim;
     at::ScalarType m_dtype;

@@ -9,21 +9,6 @@
 namespace kvlens {
 namespace fs = std::filesystem;
 
-namespace {
-
-// Whether this LibTorch build has matrix kernels for dtype on device (1.13
-// has no f16 matmul on the CPU; 2.x does): ask it once, before loading.
-void checkDtypeSupported(const at::Device& device, at::ScalarType dtype) {
-    try {
-        at::Tensor a = at::ones({2, 2}, at::TensorOptions().dtype(dtype).device(device));
-        (void)at::linear(a, a);
-    } catch (const c10::Error&) {
-        throw ArgumentError(std::string("dtype ") + dtypeLabel(dtype) + " is not supported on " + device.str() +
-                            " by this LibTorch build (use f32" + (device.is_cuda() ? ", f16" : "") + " or bf16)");
-    }
-}
-
-}  // namespace
 
 Model::Model(std::unique_ptr<Impl> impl) : m(std::move(impl)) {}
 Model::~Model() = default;
@@ -36,7 +21,6 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RunSettings& setti
     impl->device = resolveDevice(settings.device);
     impl->dtype = resolveDtype(settings.dtype, impl->device);
     applyThreads(settings.threads);
-    checkDtypeSupported(impl->device, impl->dtype);
     impl->w = loadWeights(dir, impl->cfg, impl->dtype, impl->device, &impl->tied);
     if (impl->cfg.usesRope()) impl->rope = std::make_unique<Rope>(impl->cfg, impl->device);
 

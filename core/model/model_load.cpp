@@ -22,6 +22,13 @@ struct Loader {
     }
 };
 
+// As HF: tie_word_embeddings=true uses the embedding matrix even when the
+// file also stores lm_head.weight; a file without lm_head.weight is tied.
+at::Tensor lmHead(const Loader& L, const ModelConfig& c, const at::Tensor& embed, bool* tied) {
+    *tied = c.tieEmbeddings || !L.store.has("lm_head.weight");
+    return *tied ? embed : L.get("lm_head.weight", {c.vocabSize, c.hiddenSize});
+}
+
 void loadLlamaLayer(const Loader& L, const ModelConfig& c, int64_t i, LayerWeights& lw) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     const int64_t E = c.hiddenSize, D = c.headDim, Hq = c.numHeads, Hkv = c.numKvHeads, F = c.intermediateSize;
@@ -53,8 +60,7 @@ Weights loadLlama(const Loader& L, const ModelConfig& c, bool* tied) {
     w.layers.resize(c.numLayers);
     for (int64_t i = 0; i < c.numLayers; ++i) loadLlamaLayer(L, c, i, w.layers[i]);
     w.finalNorm = L.get("model.norm.weight", {c.hiddenSize});
-    *tied = !L.store.has("lm_head.weight");
-    w.lmHead = *tied ? w.embed : L.get("lm_head.weight", {c.vocabSize, c.hiddenSize});
+    w.lmHead = lmHead(L, c, w.embed, tied);
     return w;
 }
 
@@ -98,8 +104,7 @@ Weights loadGpt2(const Loader& L, const ModelConfig& c, bool* tied) {
     for (int64_t i = 0; i < c.numLayers; ++i) loadGpt2Layer(L, c, prefix, i, w.layers[i]);
     w.finalNorm = L.get(prefix + "ln_f.weight", {c.hiddenSize});
     w.finalNormBias = L.get(prefix + "ln_f.bias", {c.hiddenSize});
-    *tied = !L.store.has("lm_head.weight");
-    w.lmHead = *tied ? w.embed : L.get("lm_head.weight", {c.vocabSize, c.hiddenSize});
+    w.lmHead = lmHead(L, c, w.embed, tied);
     return w;
 }
 
