@@ -17,11 +17,9 @@ namespace {
 struct GenerateArgs {
     ModelArgs model;
     PromptArgs prompt;
+    PolicyArgs policy;
+    SamplingArgs sampling;
     int64_t steps = 32;
-    bool greedy = false;
-    double temperature = 0;  // 0: greedy unless --temperature is given
-    double topP = 1.0;
-    uint64_t seed = 0;
     bool ignoreEos = false;
     bool json = false;
 };
@@ -39,10 +37,10 @@ void runGenerate(const GenerateArgs& a) {
     auto model = Model::load(dir, a.model.run);
     GenerateOptions opt;
     opt.steps = a.steps;
-    opt.sampling.greedy = a.greedy || a.temperature == 0;
-    opt.sampling.temperature = a.temperature == 0 ? 1.0 : a.temperature;
-    opt.sampling.topP = a.topP;
-    opt.sampling.seed = a.seed;
+    opt.sampling = a.sampling.options();
+    const auto policies = a.policy.configs();
+    if (!policies.empty()) opt.policy = policies.front();
+    opt.budget = a.policy.budgetSpec();
     if (!a.ignoreEos) opt.stopIds = stopIds(*model, tok);
     const auto prompt = a.prompt.resolve(tok ? &*tok : nullptr);
 
@@ -73,29 +71,31 @@ void runGenerate(const GenerateArgs& a) {
                             {"prefill_seconds", r.prefillSeconds},
                             {"decode_tokens_per_second", r.decodeTokensPerSecond()},
                             {"kv_bytes_held", r.kvBytesHeld},
+                            {"kv_bytes_full", r.kvBytesFull},
+                            {"policy", opt.policy.label()},
                             {"device", device}};
         if (tok) j["text"] = tok->decode(gen, true);
         std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         return;
     }
     std::cout << "\n";
-    std::fprintf(stderr, "[%zu prompt tokens, prefill %.1f ms; %zu generated, %.1f tokens/s decode; %s]\n",
-                 r.promptIds.size(), r.prefillSeconds * 1e3, r.generatedIds.size(), r.decodeTokensPerSecond(),
-                 device.c_str());
+    std::fprintf(stderr,
+                 "[%s; %zu prompt tokens, prefill %.1f ms; %zu generated, %.1f tokens/s decode; KV held %.1f KiB of "
+                 "%.1f KiB; %s]\n",
+                 opt.policy.label().c_str(), r.promptIds.size(), r.prefillSeconds * 1e3, r.generatedIds.size(),
+                 r.decodeTokensPerSecond(), r.kvBytesHeld / 1024.0, r.kvBytesFull / 1024.0, device.c_str());
 }
 
 }  // namespace
 
 void addGenerateCommand(CLI::App& app) {
     auto args = std::make_shared<GenerateArgs>();
-    auto* cmd = app.add_subcommand("generate", "generate a continuation of a prompt (full cache)");
+    auto* cmd = app.add_subcommand("generate", "generate a continuation of a prompt (full cache, or one eviction policy)");
     args->model.add(*cmd);
     args->prompt.add(*cmd);
+    args->policy.add(*cmd, /*repeatable=*/false);
     cmd->add_option("--steps", args->steps, "tokens to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
-    auto* greedy = cmd->add_flag("--greedy", args->greedy, "argmax decoding (the default)");
-    cmd->add_option("--temperature", args->temperature, "sample at this temperature (> 0)")->excludes(greedy);
-    cmd->add_option("--top-p", args->topP, "nucleus sampling mass in (0, 1]")->capture_default_str();
-    cmd->add_option("--seed", args->seed, "sampling seed")->capture_default_str();
+    args->sampling.add(*cmd);
     cmd->add_flag("--ignore-eos", args->ignoreEos, "keep generating after the end-of-sequence token");
     cmd->add_flag("--json", args->json, "print JSON with the prompt and generated ids");
     cmd->callback([args] { runGenerate(*args); });

@@ -28,6 +28,59 @@ void PromptArgs::add(CLI::App& app) {
     app.add_flag("--no-special", noSpecial, "add no special tokens (BOS …) when encoding the prompt");
 }
 
+void PolicyArgs::add(CLI::App& app, bool repeatable) {
+    if (repeatable)
+        app.add_option("--policy", policies, "eviction policy ID[:k=v,...] (repeatable; see the list below)");
+    else
+        app.add_option("--policy", policies, "eviction policy ID[:k=v,...] (default: full; see the list below)")
+            ->expected(1);
+    auto* b = app.add_option("--budget", budget, "cache budget per KV head: N tokens or R% of the prompt");
+    app.add_option("--budgets", budgets, "per-layer budgets b0,b1,... (custom allocator)")->excludes(b);
+    app.footer(policyHelp());
+}
+
+std::vector<PolicyConfig> PolicyArgs::configs() const {
+    std::vector<PolicyConfig> out;
+    for (const auto& p : policies) out.push_back(parsePolicySpec(p));
+    return out;
+}
+
+BudgetSpec PolicyArgs::budgetSpec() const {
+    if (!budgets.empty()) return parseLayerBudgets(budgets);
+    if (!budget.empty()) return parseBudget(budget);
+    for (const auto& p : policies)
+        if (parsePolicySpec(p).id != "full") throw ArgumentError("--policy " + p + " needs --budget N|R% or --budgets");
+    return BudgetSpec{};
+}
+
+void SamplingArgs::add(CLI::App& app) {
+    auto* g = app.add_flag("--greedy", greedy, "argmax decoding (the default)");
+    app.add_option("--temperature", temperature, "sample at this temperature (> 0)")->excludes(g);
+    app.add_option("--top-p", topP, "nucleus sampling mass in (0, 1]")->capture_default_str();
+    app.add_option("--seed", seed, "sampling seed")->capture_default_str();
+}
+
+SamplingOptions SamplingArgs::options() const {
+    SamplingOptions o;
+    o.greedy = greedy || temperature == 0;
+    o.temperature = temperature == 0 ? 1.0 : temperature;
+    o.topP = topP;
+    o.seed = seed;
+    return o;
+}
+
+std::string policyHelp() {
+    std::string out = "\nPolicies (--policy ID[:k=v,...]; ../shared/POLICIES.md has the rules):\n";
+    for (const auto& info : policyRegistry()) {
+        out += "  " + info.id + std::string(info.id.size() < 10 ? 10 - info.id.size() : 1, ' ') + info.name +
+               " - " + info.summary + "\n";
+        std::string params;
+        for (const auto& p : info.params) params += (params.empty() ? "" : ", ") + p.name + "=" + p.defaultValue;
+        out += "            " + params + "\n";
+    }
+    return out;
+}
+
 std::string readTextFile(const fs::path& path, const std::string& flag) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw ArgumentError(flag + ": cannot read '" + path.string() + "'");

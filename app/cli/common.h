@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "core/model/device.h"
+#include "core/policy/budget.h"
+#include "core/policy/policy_info.h"
+#include "core/run/sampler_options.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace kvlens::cli {
@@ -32,6 +35,28 @@ struct PromptArgs {
     std::string promptText() const;  // --prompt or the file's content
 };
 
+// --policy ID[:k=v,...] (repeatable or single) and --budget N|R% / --budgets b0,b1,...
+struct PolicyArgs {
+    std::vector<std::string> policies;
+    std::string budget, budgets;
+    void add(CLI::App& app, bool repeatable);
+    std::vector<PolicyConfig> configs() const;  // parsed and validated
+    BudgetSpec budgetSpec() const;               // requires --budget or --budgets when a policy evicts
+};
+
+// --greedy | --temperature T [--top-p P] [--seed S]
+struct SamplingArgs {
+    bool greedy = false;
+    double temperature = 0;  // 0: greedy
+    double topP = 1.0;
+    uint64_t seed = 0;
+    void add(CLI::App& app);
+    SamplingOptions options() const;
+};
+
+// The registry as --help text: every policy with its parameters and defaults.
+std::string policyHelp();
+
 // "1, 2,3" -> {1,2,3}; throws ArgumentError naming the bad element.
 std::vector<int64_t> parseIdList(const std::string& text, const std::string& flag);
 // The tokenizer.json beside a model, or nullopt when the directory has none.
@@ -41,5 +66,7 @@ std::string readTextFile(const std::filesystem::path& path, const std::string& f
 void addInfoCommand(CLI::App& app);
 void addTokenizeCommand(CLI::App& app);
 void addGenerateCommand(CLI::App& app);
+void addCompareCommand(CLI::App& app);
+void addBenchCommand(CLI::App& app);
 
 }  // namespace kvlens::cli

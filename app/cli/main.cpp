@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
     kvlens::cli::addInfoCommand(app);
     kvlens::cli::addTokenizeCommand(app);
     kvlens::cli::addGenerateCommand(app);
+    kvlens::cli::addCompareCommand(app);
+    kvlens::cli::addBenchCommand(app);
     if (argc > 1 && argv[1][0] != '-') {
         std::string known;
         bool found = false;

@@ -116,8 +116,11 @@ ForwardResult Model::forward(const std::vector<int64_t>& tokens, KvCache& cache,
         }
         AttentionInput in{q, cache.append(l, k, v), at::Tensor(), pos0, c.slidingWindow};
         if (c.slidingWindow && pos0 + n > *c.slidingWindow) in.keyPositions = cache.positionTensor(l);
-        at::Tensor* capture = wantsCapture(opt, l) ? &result.attention[l] : nullptr;
-        at::Tensor o = attend(in, capture);  // [Hq, n, D]
+        at::Tensor probs;
+        const bool keep = wantsCapture(opt, l);
+        at::Tensor o = attend(in, keep || opt.observer ? &probs : nullptr);  // [Hq, n, D]
+        if (keep) result.attention[l] = probs;
+        if (opt.observer) opt.observer(l, LayerCapture{probs, q, o});
         x = x + linear(o.transpose(0, 1).reshape({n, c.numHeads * c.headDim}), lw.wo, lw.bo);
 
         if (gpt2) {

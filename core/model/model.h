@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -16,7 +17,17 @@
 
 namespace kvlens {
 
+// What one layer computed in a forward step, handed to an observer while it
+// is still in memory (so a long prompt never holds every layer's attention).
+struct LayerCapture {
+    at::Tensor probs;    // [Hq, n, S] fp32 attention over the cache's storage columns (after append)
+    at::Tensor queries;  // [Hq, n, D] rotated queries
+    at::Tensor outputs;  // [Hq, n, D] attention outputs per head (before o_proj)
+};
+using LayerObserver = std::function<void(int64_t layer, const LayerCapture& capture)>;
+
 struct ForwardOptions {
+    LayerObserver observer;              // called once per layer, when set
     bool captureAttention = false;
     std::vector<int64_t> captureLayers;  // empty = every layer (when capturing)
     bool lastLogitsOnly = false;         // [1, V] instead of [n, V]: prompts × large vocabularies are big

@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "core/model/model.h"
+#include "core/run/policy_run.h"
+#include "core/run/sampler.h"
 
 namespace kvlens {
 namespace {
@@ -26,25 +28,26 @@ GenerateResult generate(const Model& model, const std::vector<int64_t>& prompt, 
     if (options.steps < 0) throw ArgumentError("--steps must be ≥ 0");
     at::NoGradGuard noGrad;
     Sampler sampler(options.sampling);
-    KvCache cache = model.newCache();
+    PolicyRun run(model, options.policy, options.budget, static_cast<int64_t>(prompt.size()), CaptureTarget{});
     GenerateResult r;
     r.promptIds = prompt;
-    ForwardOptions fo;
-    fo.lastLogitsOnly = true;
     auto t0 = Clock::now();
-    at::Tensor logits = model.forward(prompt, cache, fo).logits;
+    run.readPrompt(prompt, {});
     auto t1 = Clock::now();
     r.prefillSeconds = seconds(t0, t1);
     for (int64_t s = 0; s < options.steps; ++s) {
-        int64_t id = sampler.next(logits[0]);
+        const int64_t id = sampler.next(run.logits());
         r.generatedIds.push_back(id);
         if (onToken) onToken(id);
         const bool stop = std::find(options.stopIds.begin(), options.stopIds.end(), id) != options.stopIds.end();
         if (stop || s + 1 == options.steps) break;
-        logits = model.forward({id}, cache, fo).logits;
+        run.readToken(id);
     }
     r.decodeSeconds = seconds(t1, Clock::now());
-    r.kvBytesHeld = cache.bytesHeld();
+    r.kvBytesHeld = run.cache().bytesHeld();
+    const ModelConfig& c = model.config();
+    r.kvBytesFull = static_cast<uint64_t>(run.cache().seqLen()) * c.numLayers * c.numKvHeads * 2 * c.headDim *
+                    at::elementSize(model.dtype());
     return r;
 }
 

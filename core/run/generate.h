@@ -1,11 +1,14 @@
 #pragma once
-// Plain generation with the full cache (prefill, then one-token decodes),
-// timed. Policies join in run/Session; this is the engine's own loop.
+// Generation by one run, free-running: the prompt is read with the policy's
+// schedule (the full cache by default), then tokens are sampled one at a
+// time. Timed. Comparisons of several policies live in run/Session.
 #include <cstdint>
 #include <functional>
 #include <vector>
 
-#include "core/run/sampler.h"
+#include "core/policy/budget.h"
+#include "core/policy/policy_info.h"
+#include "core/run/sampler_options.h"
 
 namespace kvlens {
 
@@ -15,6 +18,8 @@ struct GenerateOptions {
     int64_t steps = 32;
     SamplingOptions sampling;
     std::vector<int64_t> stopIds;  // generation ends after emitting one of these
+    PolicyConfig policy = parsePolicySpec("full");
+    BudgetSpec budget;
 };
 
 struct GenerateResult {
@@ -23,6 +28,7 @@ struct GenerateResult {
     double prefillSeconds = 0;
     double decodeSeconds = 0;     // all decode steps together
     uint64_t kvBytesHeld = 0;     // at the end
+    uint64_t kvBytesFull = 0;     // what the full cache would hold for the same tokens
     double decodeTokensPerSecond() const;
 };
 

@@ -6,14 +6,9 @@
 #include <cstdint>
 #include <random>
 
-namespace kvlens {
+#include "core/run/sampler_options.h"
 
-struct SamplingOptions {
-    bool greedy = true;
-    double temperature = 1.0;  // > 0
-    double topP = 1.0;         // (0, 1]
-    uint64_t seed = 0;
-};
+namespace kvlens {
 
 class Sampler {
 public:

@@ -1,0 +1,111 @@
+// kvlens-cli compare: the full cache and N policies in lockstep on one prompt;
+// prints the fidelity table and writes the traces as JSON.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "app/cli/common.h"
+#include "core/error.h"
+#include "core/io/trace_json.h"
+#include "core/model/model.h"
+#include "core/run/session.h"
+
+namespace kvlens::cli {
+namespace {
+
+struct CompareArgs {
+    ModelArgs model;
+    PromptArgs prompt;
+    PolicyArgs policy;
+    SamplingArgs sampling;
+    int64_t steps = 16;
+    bool freeRunning = false;
+    std::string continuation, continuationIds;
+    std::string attention;  // LAYER:HEAD
+    std::string json;       // file, or - for stdout
+};
+
+void printTable(const Trace& t) {
+    std::printf("%-28s %-13s %9s %12s %9s %7s %9s %8s %8s %9s\n", "policy", "schedule", "budget", "KV held", "mean KL",
+                "top-1", "PPL", "mass", "out cos", "diverged");
+    const double fullBytes = static_cast<double>(t.policies[0].bytesHeld);
+    for (const auto& p : t.policies) {
+        double avgBudget = 0;
+        for (const auto& l : p.layers) avgBudget += static_cast<double>(l.budget);
+        avgBudget /= static_cast<double>(std::max<size_t>(1, p.layers.size()));
+        char budget[32], held[32], diverged[32];
+        if (p.id == "full")
+            std::snprintf(budget, sizeof budget, "-");
+        else
+            std::snprintf(budget, sizeof budget, "%.0f", avgBudget);
+        std::snprintf(held, sizeof held, "%.1fK %3.0f%%", p.bytesHeld / 1024.0,
+                      fullBytes > 0 ? 100.0 * static_cast<double>(p.bytesHeld) / fullBytes : 0.0);
+        if (p.divergedAt >= 0)
+            std::snprintf(diverged, sizeof diverged, "%lld", static_cast<long long>(p.divergedAt));
+        else
+            std::snprintf(diverged, sizeof diverged, "-");
+        std::printf("%-28s %-13s %9s %12s %9.4f %6.1f%% %9.3f %8.3f %8.4f %9s\n", p.label.substr(0, 28).c_str(),
+                    p.schedule.c_str(), budget, held, p.meanKl(), 100.0 * p.top1Agreement(), p.perplexity(),
+                    p.meanRetainedMass(), p.meanOutputCosine(), diverged);
+        if (!p.budgetNote.empty()) std::printf("    note: %s\n", p.budgetNote.c_str());
+    }
+}
+
+void runCompare(const CompareArgs& a) {
+    if (!a.prompt.given()) throw ArgumentError("give a prompt with --prompt, --prompt-file or --prompt-ids");
+    if (a.policy.policies.empty()) throw ArgumentError("give at least one --policy to compare with the full cache");
+    const auto dir = a.model.dir();
+    std::shared_ptr<const Tokenizer> tok;
+    if (auto t = tokenizerFor(dir)) tok = std::make_shared<const Tokenizer>(std::move(*t));
+    SessionOptions so;
+    so.prompt = a.prompt.resolve(tok.get());
+    so.policies = a.policy.configs();
+    so.budget = a.policy.budgetSpec();
+    so.teacherForced = !a.freeRunning;
+    so.sampling = a.sampling.options();
+    so.tokenizer = tok;
+    if (!a.continuationIds.empty()) so.continuation = parseIdList(a.continuationIds, "--continuation-ids");
+    if (!a.continuation.empty()) {
+        if (!tok) throw ArgumentError("--continuation needs the model's tokenizer.json (or use --continuation-ids)");
+        for (int32_t id : tok->encode(a.continuation, false)) so.continuation.push_back(id);
+    }
+    if (!a.attention.empty()) {
+        const auto colon = a.attention.find(':');
+        if (colon == std::string::npos) throw ArgumentError("--attention: expected LAYER:HEAD, got '" + a.attention + "'");
+        so.attention = {true, parseIdList(a.attention.substr(0, colon), "--attention")[0],
+                        parseIdList(a.attention.substr(colon + 1), "--attention")[0]};
+    }
+    auto model = std::shared_ptr<const Model>(Model::load(dir, a.model.run));
+    Session session(model, so);
+    std::shared_ptr<const Trace> trace = session.start();
+    for (int64_t s = 0; s < a.steps; ++s) trace = session.step();
+    if (a.json != "-") printTable(*trace);
+    if (a.json.empty()) return;
+    const std::string text = traceToJson(*trace).dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (a.json == "-") {
+        std::cout << text << "\n";
+        return;
+    }
+    std::ofstream out(a.json);
+    if (!out || !(out << text << "\n")) throw ArgumentError("--json: cannot write '" + a.json + "'");
+}
+
+}  // namespace
+
+void addCompareCommand(CLI::App& app) {
+    auto args = std::make_shared<CompareArgs>();
+    auto* cmd = app.add_subcommand("compare", "run the full cache and eviction policies in lockstep; fidelity table");
+    args->model.add(*cmd);
+    args->prompt.add(*cmd);
+    args->policy.add(*cmd, /*repeatable=*/true);
+    cmd->add_option("--steps", args->steps, "decode steps after the prompt")->capture_default_str()->check(CLI::NonNegativeNumber);
+    cmd->add_flag("--free-running", args->freeRunning, "each policy generates its own text (default: teacher-forced)");
+    auto* c = cmd->add_option("--continuation", args->continuation, "teacher-forced reference text (default: the full cache's own choices)");
+    cmd->add_option("--continuation-ids", args->continuationIds, "teacher-forced reference as token ids")->excludes(c);
+    args->sampling.add(*cmd);
+    cmd->add_option("--attention", args->attention, "capture the attention map of LAYER:HEAD into the JSON");
+    cmd->add_option("--json", args->json, "write the traces as JSON to FILE (- for stdout, without the table)");
+    cmd->callback([args] { runCompare(*args); });
+}
+
+}  // namespace kvlens::cli

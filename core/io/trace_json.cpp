@@ -1,0 +1,105 @@
+#include "core/io/trace_json.h"
+
+namespace kvlens {
+
+using nlohmann::json;
+
+char tokenStatusChar(TokenStatus s) {
+    switch (s) {
+        case TokenStatus::Unseen: return '.';
+        case TokenStatus::Held: return 'h';
+        case TokenStatus::Score: return 'k';
+        case TokenStatus::Sink: return 's';
+        case TokenStatus::Window: return 'w';
+        case TokenStatus::Evicted: return 'x';
+    }
+    return '?';
+}
+
+namespace {
+
+// NaN has no JSON spelling: write null.
+json number(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
+
+json floats(const std::vector<float>& v) {
+    json a = json::array();
+    for (float f : v) a.push_back(number(f));
+    return a;
+}
+
+json layerJson(const LayerTrace& l) {
+    json heads = json::array();
+    for (const auto& h : l.heads) {
+        std::string status;
+        for (TokenStatus s : h.status) status.push_back(tokenStatusChar(s));
+        heads.push_back({{"held", h.held}, {"cutoff", number(h.cutoff)}, {"status", status},
+                         {"score", floats(h.score)}, {"rank", h.rank}});
+    }
+    return {{"budget", l.budget}, {"heads", heads}, {"retained_mass", floats(l.retainedMass)},
+            {"output_cosine", floats(l.outputCosine)}};
+}
+
+json metricsJson(const std::vector<StepMetrics>& ms) {
+    json a = json::array();
+    for (const auto& m : ms)
+        a.push_back({{"position", m.position}, {"kl", number(m.kl)}, {"top1_agrees", m.top1Agrees},
+                     {"target_logprob", number(m.targetLogProb)}, {"argmax", m.argmax},
+                     {"retained_mass", number(m.retainedMass)}, {"output_cosine", number(m.outputCosine)}});
+    return a;
+}
+
+}  // namespace
+
+json policySummaryJson(const PolicyTrace& p) {
+    return {{"mean_kl", number(p.meanKl())},
+            {"top1_agreement", number(p.top1Agreement())},
+            {"perplexity", number(p.perplexity())},
+            {"retained_mass", number(p.meanRetainedMass())},
+            {"output_cosine", number(p.meanOutputCosine())},
+            {"kv_bytes_held", p.bytesHeld},
+            {"kv_bytes_allocated", p.bytesAllocated},
+            {"diverged_at", p.divergedAt}};
+}
+
+json traceToJson(const Trace& t, bool withLayers) {
+    json policies = json::array();
+    for (const auto& p : t.policies) {
+        json j = {{"id", p.id},
+                  {"label", p.label},
+                  {"schedule", p.schedule},
+                  {"rerotate", p.rerotate},
+                  {"budget_note", p.budgetNote},
+                  {"generated", p.generated},
+                  {"summary", policySummaryJson(p)},
+                  {"metrics", metricsJson(p.metrics)}};
+        json budgets = json::array();
+        for (const auto& l : p.layers) budgets.push_back(l.budget);
+        j["layer_budgets"] = budgets;
+        if (withLayers) {
+            json layers = json::array();
+            for (const auto& l : p.layers) layers.push_back(layerJson(l));
+            j["layers"] = layers;
+        }
+        policies.push_back(j);
+    }
+    json out = {{"format", "kvlens-trace"},
+                {"version", 1},
+                {"step", t.step},
+                {"prompt_length", t.promptLength},
+                {"teacher_forced", t.teacherForced},
+                {"layers", t.numLayers},
+                {"query_heads", t.numHeads},
+                {"kv_heads", t.numKvHeads},
+                {"tokens", t.tokens},
+                {"labels", t.labels},
+                {"policies", policies}};
+    if (!t.attention.empty()) {
+        json maps = json::array();
+        for (const auto& m : t.attention)
+            maps.push_back({{"layer", m.layer}, {"head", m.head}, {"size", m.size}, {"values", floats(m.values)}});
+        out["attention"] = maps;
+    }
+    return out;
+}
+
+}  // namespace kvlens

@@ -1,0 +1,18 @@
+#pragma once
+// Traces as JSON (format "kvlens-trace", version 1; documented in the README).
+// Torch-free.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/run/trace.h"
+
+namespace kvlens {
+
+// One character per token position in a head's status string.
+char tokenStatusChar(TokenStatus s);  // '.' unseen, 'h' held, 'k' kept by score, 's' sink, 'w' window, 'x' evicted
+
+nlohmann::json traceToJson(const Trace& trace, bool withLayers = true);
+nlohmann::json policySummaryJson(const PolicyTrace& p);
+
+}  // namespace kvlens

@@ -1,0 +1,53 @@
+// H2O (Zhang et al., NeurIPS 2023, FMInference/H2O): per KV head, the running
+// sum of the (group-reduced) attention every query so far gave each kept
+// key; a new key starts with its own query's weight on it (its column in the
+// step's probs), evicted keys take their sums with them. Keeps the last
+// `recent` tokens and the heavy hitters; no sinks (POLICIES.md: early tokens
+// survive only because the sum favours them).
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "core/policy/attention.h"
+#include "core/policy/policies.h"
+#include "core/policy/scorer.h"
+#include "core/policy/select.h"
+
+namespace kvlens {
+namespace {
+
+class H2oPolicy : public ScorerPolicy {
+public:
+    using ScorerPolicy::ScorerPolicy;
+
+    void observe(const LayerState& state, const Observation& obs) override {
+        if (!obs.probs.defined()) return;
+        // Summing the step's rows is feeding them one at a time: each row
+        // only covers the keys its query could see.
+        const at::Tensor step = reduceGroups(obs.probs.to(at::kFloat), state.numKvHeads, config().gqa).sum(1);
+        const int64_t L = step.size(1);
+        m_sums.grown(state.layer, state.numKvHeads, L, step.device()).narrow(1, 0, L).add_(step);
+    }
+    void applied(int64_t layer, const std::vector<std::vector<int64_t>>& keep) override {
+        m_sums.realign(layer, keep);
+    }
+
+protected:
+    at::Tensor score(const LayerState& state) override { return m_sums.forState(state); }
+    int64_t window(const LayerState& state) const override {
+        // The paper's equal split of the budget between heavy and recent.
+        const std::string& recent = config().text("recent");
+        return recent == "B/2" ? std::max<int64_t>(0, state.budget) / 2 : config().getInt("recent");
+    }
+
+private:
+    EntryStats m_sums;
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> makeH2o(const PolicyInfo& info, PolicyConfig config) {
+    return std::unique_ptr<Policy>(new H2oPolicy(info, std::move(config)));
+}
+
+}  // namespace kvlens

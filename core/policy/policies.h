@@ -1,0 +1,23 @@
+#pragma once
+// One maker per policy file (core/policy/<id>.cpp); the factory picks by id.
+// Internal to core/policy.
+#include <memory>
+
+#include "core/policy/policy.h"
+
+namespace kvlens {
+
+std::unique_ptr<Policy> makeFull(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeWindow(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeStreaming(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeRandom(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeLru(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeLfu(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeH2o(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeTova(const PolicyInfo& info, PolicyConfig config);
+// snapkv, pyramidkv and adakv: one scorer, the registry gives their defaults.
+std::unique_ptr<Policy> makeSnapKv(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeAndPro(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeKnorm(const PolicyInfo& info, PolicyConfig config);
+
+}  // namespace kvlens

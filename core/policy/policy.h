@@ -1,0 +1,84 @@
+#pragma once
+// Eviction policies (../shared/POLICIES.md is the contract). A policy plans:
+// it returns, per KV head, the cache entries to keep plus the scores that
+// decided; only KvCache::apply mutates the cache (the Session calls it).
+// Policies that learn from attention (H2O, LRU/LFU, TOVA, SnapKV family)
+// see every step's attention through observe(), and realign their per-entry
+// state in applied(). Internal to core (uses ATen).
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/policy/policy_info.h"
+
+namespace kvlens {
+
+class KvCache;
+
+// One layer as a policy sees it when it observes or plans.
+struct LayerState {
+    int64_t layer = 0;
+    int64_t numLayers = 0;
+    int64_t numHeads = 0;     // Hq
+    int64_t numKvHeads = 0;   // Hkv
+    const KvCache* cache = nullptr;
+    // The layer's entries in cache order (KvCache::entries): keys after RoPE.
+    at::Tensor keys;          // [Hkv, L, D]
+    at::Tensor values;        // [Hkv, L, D]
+    at::Tensor valid;         // [Hkv, L] bool, undefined when every head holds L entries
+    std::vector<std::vector<int64_t>> positions;  // per KV head: true position of each entry
+    int64_t budget = 0;       // B for this layer: entries per KV head after the trim
+    int64_t seqLen = 0;       // tokens seen so far (prompt + generated)
+    int64_t promptLength = 0;
+    double scale = 0;         // 1/sqrt(head_dim), for policies that recompute attention
+    int64_t length(int64_t head) const { return static_cast<int64_t>(positions[head].size()); }
+};
+
+// What a step's forward pass showed a layer.
+struct Observation {
+    // Attention of this step's queries over the layer's entries (entry order,
+    // the new entries included, padding 0): [Hq, n, L] fp32.
+    at::Tensor probs;
+    // The queries themselves after RoPE, [Hq, n, D], and their true positions.
+    at::Tensor queries;
+    std::vector<int64_t> queryPositions;
+};
+
+// Why an entry was kept (shown in the token strip).
+enum class KeepReason : uint8_t { Evicted = 0, Score = 1, Sink = 2, Window = 3 };
+
+struct Plan {
+    std::vector<std::vector<int64_t>> keep;   // per KV head: sorted, unique entry indices
+    at::Tensor scores;                        // [Hkv, L] fp32 (higher = keep), NaN where a rule, not a score, decided
+    std::vector<std::vector<KeepReason>> reasons;  // per KV head, per entry (size L_h)
+};
+
+class Policy {
+public:
+    virtual ~Policy() = default;
+    const PolicyInfo& info() const { return *m_info; }
+    const PolicyConfig& config() const { return m_config; }
+
+    // Called for every layer after every forward step (a batched prefix, a
+    // prompt token or a decode token), before any trim of that step.
+    virtual void observe(const LayerState& state, const Observation& obs) { (void)state, (void)obs; }
+    // The entries to keep so that every KV head holds at most state.budget
+    // (head budgets may differ where the policy allocates per head, but the
+    // layer total stays ≤ Hkv × budget).
+    virtual Plan plan(const LayerState& state) = 0;
+    // The cache applied plan.keep for `layer`: realign per-entry state.
+    virtual void applied(int64_t layer, const std::vector<std::vector<int64_t>>& keep) { (void)layer, (void)keep; }
+
+protected:
+    Policy(const PolicyInfo& info, PolicyConfig config) : m_info(&info), m_config(std::move(config)) {}
+
+private:
+    const PolicyInfo* m_info;
+    PolicyConfig m_config;
+};
+
+}  // namespace kvlens

@@ -1,0 +1,65 @@
+#pragma once
+// The policy registry as plain data (torch-free): ids, names, parameters
+// with defaults, ranges and one-line help. The CLI builds --help and parses
+// `--policy id:k=v,...` from it; the GUI builds its controls from it.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kvlens {
+
+enum class Schedule { EveryStep, PrefillOnce, EveryN };
+enum class GqaReduce { Mean, Max, Sum };
+
+const char* scheduleName(Schedule s);
+const char* gqaReduceName(GqaReduce g);
+
+struct ParamSpec {
+    enum class Type { Int, Real, Bool, Choice, IntList };
+    std::string name;
+    Type type = Type::Int;
+    // Default as text. A default that depends on the budget (h2o's recent =
+    // B/2) is written as it reads in POLICIES.md ("B/2") and resolved by the policy.
+    std::string defaultValue;
+    double min = 0, max = 0;             // Int / Real / IntList elements (inclusive)
+    std::vector<std::string> choices;    // Choice
+    std::string help;                    // one line
+};
+
+struct PolicyInfo {
+    std::string id;          // "snapkv"
+    std::string name;        // "SnapKV"
+    std::string reference;   // paper and reference repository
+    std::string summary;     // one line: the rule
+    Schedule defaultSchedule = Schedule::EveryStep;
+    bool usesAttention = false;   // needs captured attention (costs memory/time)
+    std::vector<ParamSpec> params;  // the policy's own, then the common ones
+};
+
+// A policy with every parameter resolved (defaults filled in, values checked).
+struct PolicyConfig {
+    std::string id;
+    Schedule schedule = Schedule::EveryStep;
+    int64_t everyN = 1;              // for Schedule::EveryN
+    GqaReduce gqa = GqaReduce::Mean;
+    std::map<std::string, std::string> values;  // name -> value text, all params
+
+    bool has(const std::string& name) const { return values.count(name) != 0; }
+    const std::string& text(const std::string& name) const;  // throws ArgumentError if unknown
+    int64_t getInt(const std::string& name) const;
+    double getReal(const std::string& name) const;
+    bool getBool(const std::string& name) const;
+    std::vector<int64_t> getIntList(const std::string& name) const;
+    // "snapkv:window=16" — the id plus the parameters that differ from their defaults.
+    std::string label() const;
+};
+
+const std::vector<PolicyInfo>& policyRegistry();
+// Throws ArgumentError listing the known ids.
+const PolicyInfo& findPolicy(const std::string& id);
+// "id" or "id:k=v,k=v". Throws ArgumentError naming the unknown id, the
+// unknown parameter (listing the valid ones) or the bad value and its range.
+PolicyConfig parsePolicySpec(const std::string& spec);
+
+}  // namespace kvlens

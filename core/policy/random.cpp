@@ -1,0 +1,53 @@
+// Random eviction: a seeded uniform sample of the entries outside the
+// optional window. Each entry draws an independent uniform score and the top
+// ones stay, which is a uniform sample without replacement. The draw depends
+// only on (seed, layer, seqLen, head) so that a run is reproducible and
+// every policy column of a comparison sees the same randomness.
+#include <ATen/ATen.h>
+
+#include <random>
+
+#include "core/policy/policies.h"
+#include "core/policy/scorer.h"
+
+namespace kvlens {
+namespace {
+
+class RandomPolicy : public ScorerPolicy {
+public:
+    RandomPolicy(const PolicyInfo& info, PolicyConfig config)
+        : ScorerPolicy(info, std::move(config)),
+          m_seed(static_cast<uint64_t>(this->config().getInt("seed"))),
+          m_window(this->config().getInt("window")) {}
+
+protected:
+    at::Tensor score(const LayerState& state) override {
+        const int64_t H = state.numKvHeads, L = state.keys.size(1);
+        at::Tensor s = at::zeros({H, L}, at::kFloat);
+        float* p = s.data_ptr<float>();
+        for (int64_t h = 0; h < H; ++h) {
+            // seed_seq and mt19937_64 are fully specified by the standard,
+            // so the sample is the same on every platform.
+            std::seed_seq seq{static_cast<uint32_t>(m_seed), static_cast<uint32_t>(m_seed >> 32),
+                              static_cast<uint32_t>(state.layer), static_cast<uint32_t>(state.seqLen),
+                              static_cast<uint32_t>(h)};
+            std::mt19937_64 gen(seq);
+            // 24 random bits: exact in fp32, so the shown score is the one ranked.
+            for (int64_t i = 0; i < state.length(h); ++i) p[h * L + i] = static_cast<float>(gen() >> 40) / 16777216.0f;
+        }
+        return s;
+    }
+    int64_t window(const LayerState&) const override { return m_window; }
+
+private:
+    uint64_t m_seed;
+    int64_t m_window;
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> makeRandom(const PolicyInfo& info, PolicyConfig config) {
+    return std::unique_ptr<Policy>(new RandomPolicy(info, std::move(config)));
+}
+
+}  // namespace kvlens

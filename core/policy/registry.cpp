@@ -1,0 +1,350 @@
+// The policy registry (POLICIES.md "The policies" and "Parameter names") and
+// the `--policy id:k=v,...` parser. Values are stored normalised ("0.2",
+// "true", "0,1") so that a config compares equal to its defaults and its
+// label() parses back to the same config.
+#include "core/policy/policy_info.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "core/policy/text_util.h"
+
+namespace kvlens {
+namespace {
+
+using Type = ParamSpec::Type;
+using text::parseInt;
+using text::parseReal;
+using text::split;
+using text::trimmed;
+
+ParamSpec intParam(std::string name, std::string def, double lo, double hi, std::string help) {
+    return {std::move(name), Type::Int, std::move(def), lo, hi, {}, std::move(help)};
+}
+ParamSpec realParam(std::string name, std::string def, double lo, double hi, std::string help) {
+    return {std::move(name), Type::Real, std::move(def), lo, hi, {}, std::move(help)};
+}
+ParamSpec choiceParam(std::string name, std::string def, std::vector<std::string> choices, std::string help) {
+    return {std::move(name), Type::Choice, std::move(def), 0, 0, std::move(choices), std::move(help)};
+}
+
+// Upper bound for counts of tokens: far above any context a laptop runs,
+// low enough that budgets and sums of them never overflow.
+constexpr double kMaxTokens = 1e7;
+
+// Defaults of the parameters every policy has; they differ per policy so
+// that e.g. pyramidkv is SnapKV scoring with alloc=pyramid.
+struct CommonDefaults {
+    const char* schedule;
+    const char* alloc = "uniform";
+    const char* heads = "uniform";
+    const char* alpha = "0";
+};
+
+// Appends the parameters shared by every policy: when it acts, how GQA
+// groups reduce, and the allocators that compose with any scorer.
+std::vector<ParamSpec> withCommon(std::vector<ParamSpec> own, const CommonDefaults& d) {
+    own.push_back(choiceParam("schedule", d.schedule, {"every_step", "prefill_once", "every_n"},
+                              "when the policy trims: every token, once after the prompt, or every n tokens"));
+    own.push_back(intParam("n", "1", 1, kMaxTokens, "trim every n tokens (schedule=every_n)"));
+    own.push_back(choiceParam("gqa", "mean", {"mean", "max", "sum"},
+                              "how the query heads of a KV group combine their scores"));
+    own.push_back(choiceParam("alloc", d.alloc, {"uniform", "pyramid"},
+                              "per-layer budgets: the same everywhere, or PyramidKV's schedule"));
+    own.push_back(realParam("beta", "20", 1, 1e6, "PyramidKV's beta: the top layer keeps about b/beta"));
+    own.push_back(choiceParam("heads", d.heads, {"uniform", "adaptive"},
+                              "per-head budgets: the same for every KV head, or Ada-KV's allocation"));
+    own.push_back(realParam("alpha", d.alpha, 0, 1,
+                            "adaptive heads: share of the scored budget each head keeps for itself"));
+    return own;
+}
+
+std::vector<ParamSpec> snapParams(std::vector<ParamSpec> extra = {}) {
+    std::vector<ParamSpec> p = {
+        intParam("window", "32", 1, kMaxTokens, "observation window: the last W queries, whose keys are always kept"),
+        intParam("kernel", "7", 1, 1001, "pooling kernel along the keys (stride 1, padding ignored)"),
+        choiceParam("pool", "max", {"max", "avg"}, "pooling of the window's attention along the keys"),
+    };
+    p.insert(p.end(), extra.begin(), extra.end());
+    return p;
+}
+
+PolicyInfo info(std::string id, std::string name, std::string ref, std::string summary, Schedule s, bool attention,
+                std::vector<ParamSpec> params) {
+    return {std::move(id), std::move(name), std::move(ref), std::move(summary), s, attention, std::move(params)};
+}
+
+std::vector<PolicyInfo> buildRegistry() {
+    const auto every = Schedule::EveryStep, prefill = Schedule::PrefillOnce;
+    const CommonDefaults onEvery{"every_step"}, onPrefill{"prefill_once"};
+    const auto sinks = intParam("sinks", "4", 0, kMaxTokens, "attention sinks: the first S tokens, always kept");
+    const auto tau = realParam("tau", "1", 0, 1e6, "a key is used when its attention is at least tau/n");
+    return {
+        info("full", "Full cache", "-", "keep everything (the reference for every metric)", prefill, false,
+             withCommon({}, {"prefill_once"})),
+        info("window", "Sliding window", "FIFO", "keep the last B tokens", every, false, withCommon({}, onEvery)),
+        info("streaming", "StreamingLLM", "Xiao et al. 2023, mit-han-lab/streaming-llm",
+             "keep S sinks + the last B-S tokens", every, false,
+             withCommon({sinks, {"rerotate", Type::Bool, "false", 0, 0, {}, "re-rotate kept keys to their cache index"}},
+                        onEvery)),
+        info("random", "Random", "seeded baseline", "keep a seeded uniform sample of B tokens (plus a window)", every,
+             false,
+             withCommon({intParam("seed", "0", 0, 4294967295.0, "random seed"),
+                         intParam("window", "0", 0, kMaxTokens, "the last W tokens are always kept")},
+                        onEvery)),
+        info("lru", "LRU", "least recently used",
+             "keep the B keys used most recently (attention >= tau/n)", every, true, withCommon({tau}, onEvery)),
+        info("lfu", "LFU", "least frequently used", "keep the B keys used most often (attention >= tau/n)", every,
+             true, withCommon({tau}, onEvery)),
+        info("h2o", "H2O", "Zhang et al., NeurIPS 2023, FMInference/H2O",
+             "keep the last `recent` tokens + the top heavy hitters by accumulated attention", every, true,
+             withCommon({intParam("recent", "B/2", 0, kMaxTokens, "recent tokens always kept (default B/2)")},
+                        onEvery)),
+        info("tova", "TOVA", "Oren et al. 2024, schwartz-lab-NLP/TOVA",
+             "keep the top B by the current query's attention, averaged over all heads; one set per layer", every,
+             true, withCommon({}, onEvery)),
+        info("snapkv", "SnapKV", "Li et al. 2024, FasterDecoding/SnapKV",
+             "pooled attention of the last W prompt queries; keep the top B-W + the window", prefill, false,
+             withCommon(snapParams(), onPrefill)),
+        info("pyramidkv", "PyramidKV", "Cai et al. 2024, Zefan-Cai/KVCache-Factory",
+             "SnapKV scoring with budgets decreasing from the lowest layer to the top", prefill, false,
+             withCommon(snapParams(), {"prefill_once", "pyramid"})),
+        info("adakv", "Ada-KV", "Feng et al. 2024, FFY0/AdaKV; kvpress AdaKVPress",
+             "SnapKV scores; per-head budgets from a layer-wide top-k with a per-head floor", prefill, false,
+             withCommon(snapParams(), {"prefill_once", "uniform", "adaptive", "0.2"})),
+        info("andpro", "AnDPro", "Geng et al., NeurIPS 2025, MIRALab-USTC/LLM-AnDPro",
+             "project each token's attention output onto the window's anchor direction; global top-k", prefill, false,
+             withCommon(snapParams({sinks, intParam("chunk", "1", 1, 4096, "score chunks of this many tokens")}),
+                        {"prefill_once", "uniform", "adaptive", "0"})),
+        info("knorm", "Key norm", "Devoto et al., EMNLP 2024", "keep the B keys with the lowest L2 norm", prefill,
+             false,
+             withCommon({{"skip_layers", Type::IntList, "0,1", 0, 1e5, {}, "layers that keep everything"}},
+                        onPrefill)),
+    };
+}
+
+std::string joined(const std::vector<std::string>& items, const char* sep) {
+    std::string out;
+    for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
+    return out;
+}
+
+std::string numberText(double v) {
+    // The shortest text that reads back as the same double.
+    char buf[64];
+    for (int precision = 6; precision <= 17; ++precision) {
+        std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+        if (std::strtod(buf, nullptr) == v) break;
+    }
+    return buf;
+}
+
+bool parseBool(const std::string& s, bool* out) {
+    for (const char* t : {"true", "1", "yes", "on"})
+        if (s == t) {
+            *out = true;
+            return true;
+        }
+    for (const char* f : {"false", "0", "no", "off"})
+        if (s == f) {
+            *out = false;
+            return true;
+        }
+    return false;
+}
+
+std::string rangeText(const ParamSpec& p) {
+    return "[" + numberText(p.min) + ", " + numberText(p.max) + "]";
+}
+
+// The normalised text of `value` for parameter p, or ArgumentError naming
+// the policy, the parameter, the value and what would be valid.
+std::string normalise(const std::string& id, const ParamSpec& p, const std::string& value) {
+    // A budget-relative default ("B/2") is accepted as written.
+    if (value == p.defaultValue) return value;
+    const std::string what = id + ": " + p.name + "=" + value;
+    auto inRange = [&](double v) {
+        if (v < p.min || v > p.max) throw ArgumentError(what + " is outside " + rangeText(p));
+    };
+    switch (p.type) {
+    case Type::Int: {
+        int64_t v = 0;
+        if (!parseInt(value, &v)) throw ArgumentError(what + " is not an integer in " + rangeText(p));
+        inRange(static_cast<double>(v));
+        return std::to_string(v);
+    }
+    case Type::Real: {
+        double v = 0;
+        if (!parseReal(value, &v)) throw ArgumentError(what + " is not a number in " + rangeText(p));
+        inRange(v);
+        return numberText(v);
+    }
+    case Type::Bool: {
+        bool v = false;
+        if (!parseBool(value, &v)) throw ArgumentError(what + " is not true or false");
+        return v ? "true" : "false";
+    }
+    case Type::Choice:
+        for (const auto& c : p.choices)
+            if (c == value) return c;
+        throw ArgumentError(what + " is not one of " + joined(p.choices, ", "));
+    case Type::IntList: {
+        std::vector<std::string> items;
+        for (const auto& part : split(value, ',')) {
+            if (part.empty()) continue;
+            int64_t v = 0;
+            if (!parseInt(part, &v))
+                throw ArgumentError(what + ": '" + part + "' is not an integer in " + rangeText(p));
+            inRange(static_cast<double>(v));
+            items.push_back(std::to_string(v));
+        }
+        return joined(items, ",");
+    }
+    }
+    return value;
+}
+
+const ParamSpec* findParam(const PolicyInfo& info, const std::string& name) {
+    for (const auto& p : info.params)
+        if (p.name == name) return &p;
+    return nullptr;
+}
+
+std::string paramNames(const PolicyInfo& info) {
+    std::vector<std::string> names;
+    for (const auto& p : info.params) names.push_back(p.name);
+    return joined(names, ", ");
+}
+
+// "k=v,k=v" -> pairs; a piece without '=' continues the previous value, so
+// list parameters read naturally: "skip_layers=0,1,5".
+std::vector<std::pair<std::string, std::string>> splitAssignments(const std::string& spec, const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& piece : split(text, ',')) {
+        const auto eq = piece.find('=');
+        if (eq == std::string::npos) {
+            if (out.empty()) throw ArgumentError("policy spec '" + spec + "': expected name=value, got '" + piece + "'");
+            out.back().second += "," + trimmed(piece);
+            continue;
+        }
+        out.emplace_back(trimmed(piece.substr(0, eq)), trimmed(piece.substr(eq + 1)));
+    }
+    return out;
+}
+
+Schedule scheduleFromName(const std::string& s) {
+    if (s == "prefill_once") return Schedule::PrefillOnce;
+    if (s == "every_n") return Schedule::EveryN;
+    return Schedule::EveryStep;
+}
+
+GqaReduce gqaFromName(const std::string& s) {
+    if (s == "max") return GqaReduce::Max;
+    if (s == "sum") return GqaReduce::Sum;
+    return GqaReduce::Mean;
+}
+
+}  // namespace
+
+const char* scheduleName(Schedule s) {
+    switch (s) {
+    case Schedule::EveryStep: return "every_step";
+    case Schedule::PrefillOnce: return "prefill_once";
+    case Schedule::EveryN: return "every_n";
+    }
+    return "every_step";
+}
+
+const char* gqaReduceName(GqaReduce g) {
+    switch (g) {
+    case GqaReduce::Mean: return "mean";
+    case GqaReduce::Max: return "max";
+    case GqaReduce::Sum: return "sum";
+    }
+    return "mean";
+}
+
+const std::vector<PolicyInfo>& policyRegistry() {
+    static const std::vector<PolicyInfo> registry = buildRegistry();
+    return registry;
+}
+
+const PolicyInfo& findPolicy(const std::string& id) {
+    std::vector<std::string> ids;
+    for (const auto& info : policyRegistry()) {
+        if (info.id == id) return info;
+        ids.push_back(info.id);
+    }
+    throw ArgumentError("unknown policy '" + id + "'; known: " + joined(ids, ", "));
+}
+
+PolicyConfig parsePolicySpec(const std::string& spec) {
+    const auto colon = spec.find(':');
+    const PolicyInfo& info = findPolicy(trimmed(spec.substr(0, colon)));
+    PolicyConfig config;
+    config.id = info.id;
+    for (const auto& p : info.params) config.values[p.name] = p.defaultValue;
+    if (colon != std::string::npos) {
+        std::map<std::string, bool> seen;
+        for (const auto& [name, value] : splitAssignments(spec, spec.substr(colon + 1))) {
+            const ParamSpec* p = findParam(info, name);
+            if (!p)
+                throw ArgumentError("policy " + info.id + " has no parameter '" + name + "'; valid: " +
+                                    paramNames(info));
+            if (seen[name]) throw ArgumentError("policy " + info.id + ": parameter '" + name + "' given twice");
+            seen[name] = true;
+            config.values[name] = normalise(info.id, *p, value);
+        }
+    }
+    config.schedule = scheduleFromName(config.values["schedule"]);
+    config.everyN = config.getInt("n");
+    config.gqa = gqaFromName(config.values["gqa"]);
+    return config;
+}
+
+const std::string& PolicyConfig::text(const std::string& name) const {
+    const auto it = values.find(name);
+    if (it == values.end()) throw ArgumentError("policy " + id + " has no parameter '" + name + "'");
+    return it->second;
+}
+
+int64_t PolicyConfig::getInt(const std::string& name) const {
+    int64_t v = 0;
+    if (!parseInt(text(name), &v)) throw ArgumentError(id + ": " + name + "=" + text(name) + " is not an integer");
+    return v;
+}
+
+double PolicyConfig::getReal(const std::string& name) const {
+    double v = 0;
+    if (!parseReal(text(name), &v)) throw ArgumentError(id + ": " + name + "=" + text(name) + " is not a number");
+    return v;
+}
+
+bool PolicyConfig::getBool(const std::string& name) const {
+    bool v = false;
+    if (!parseBool(text(name), &v)) throw ArgumentError(id + ": " + name + "=" + text(name) + " is not true or false");
+    return v;
+}
+
+std::vector<int64_t> PolicyConfig::getIntList(const std::string& name) const {
+    std::vector<int64_t> out;
+    for (const auto& part : split(text(name), ',')) {
+        int64_t v = 0;
+        if (part.empty()) continue;
+        if (!parseInt(part, &v)) throw ArgumentError(id + ": " + name + "=" + text(name) + " is not a list of integers");
+        out.push_back(v);
+    }
+    return out;
+}
+
+std::string PolicyConfig::label() const {
+    std::vector<std::string> changed;
+    for (const auto& p : findPolicy(id).params) {
+        const auto it = values.find(p.name);
+        if (it != values.end() && it->second != p.defaultValue) changed.push_back(p.name + "=" + it->second);
+    }
+    return changed.empty() ? id : id + ":" + joined(changed, ",");
+}
+
+}  // namespace kvlens

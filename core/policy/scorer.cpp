@@ -1,0 +1,119 @@
+#include "core/policy/scorer.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/policy/select.h"
+
+namespace kvlens {
+namespace {
+
+// Plan with every entry evicted, scores NaN, and the protected sets marked
+// kept; returns the protected sets per head.
+std::vector<Protected> startPlan(const LayerState& state, int64_t sinks, int64_t window, int64_t budget,
+                                 Plan& plan) {
+    const int64_t H = state.numKvHeads;
+    plan.keep.assign(static_cast<size_t>(H), {});
+    plan.reasons.assign(static_cast<size_t>(H), {});
+    std::vector<Protected> prot;
+    for (int64_t h = 0; h < H; ++h) {
+        const int64_t len = state.length(h);
+        const Protected p = protectedSet(len, sinks, window, budget);
+        auto& reasons = plan.reasons[static_cast<size_t>(h)];
+        reasons.assign(static_cast<size_t>(len), KeepReason::Evicted);
+        for (int64_t i = 0; i < len; ++i)
+            if (p.contains(i, len)) reasons[static_cast<size_t>(i)] = i < p.sinks ? KeepReason::Sink : KeepReason::Window;
+        prot.push_back(p);
+    }
+    return prot;
+}
+
+// Fills plan.keep from the reasons (sorted by construction).
+void finishPlan(Plan& plan) {
+    for (size_t h = 0; h < plan.reasons.size(); ++h)
+        for (size_t i = 0; i < plan.reasons[h].size(); ++i)
+            if (plan.reasons[h][i] != KeepReason::Evicted) plan.keep[h].push_back(static_cast<int64_t>(i));
+}
+
+// Scores on the CPU as fp32 [H, L], NaN wherever a rule decides or nothing is stored.
+at::Tensor displayScores(const at::Tensor& raw, const LayerState& state, const Plan& plan) {
+    const int64_t H = state.numKvHeads, L = state.keys.defined() ? state.keys.size(1) : 0;
+    at::Tensor s = raw.defined() ? raw.to(at::kCPU, at::kFloat).contiguous().clone()
+                                 : at::full({H, L}, std::numeric_limits<float>::quiet_NaN());
+    float* p = s.data_ptr<float>();
+    for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < L; ++i)
+            if (i >= state.length(h) || plan.reasons[h][i] == KeepReason::Sink ||
+                plan.reasons[h][i] == KeepReason::Window)
+                p[h * L + i] = std::numeric_limits<float>::quiet_NaN();
+    return s;
+}
+
+std::vector<std::vector<Candidate>> candidates(const LayerState& state, const Plan& plan) {
+    const int64_t L = plan.scores.size(1);
+    const float* s = plan.scores.data_ptr<float>();
+    std::vector<std::vector<Candidate>> out(plan.reasons.size());
+    for (int64_t h = 0; h < state.numKvHeads; ++h)
+        for (int64_t i = 0; i < state.length(h); ++i)
+            if (plan.reasons[h][i] == KeepReason::Evicted)
+                out[h].push_back({s[h * L + i], state.positions[h][i], h, i});
+    return out;
+}
+
+}  // namespace
+
+ScorerPolicy::ScorerPolicy(const PolicyInfo& info, PolicyConfig config)
+    : Policy(info, std::move(config)),
+      m_adaptive(this->config().has("heads") && this->config().text("heads") == "adaptive"),
+      m_alpha(this->config().has("alpha") ? this->config().getReal("alpha") : 0.0) {}
+
+Plan ScorerPolicy::plan(const LayerState& state) {
+    const int64_t B = std::max<int64_t>(0, state.budget), H = state.numKvHeads;
+    const int64_t S = sinks(state), W = window(state);
+    Plan plan;
+    const std::vector<Protected> prot = startPlan(state, S, W, B, plan);
+    plan.scores = displayScores(score(state), state, plan);
+    std::vector<std::vector<Candidate>> cands = candidates(state, plan);
+
+    std::vector<std::vector<Candidate>> chosen;
+    int64_t total = 0, protectedTotal = 0;
+    for (int64_t h = 0; h < H; ++h) {
+        total += state.length(h);
+        protectedTotal += prot[h].count();
+    }
+    if (m_adaptive && total > H * B) {
+        // Ada-KV's safeguard: ⌊α·(B − W)⌋ of what the rules leave to scores
+        // (the epsilon keeps 0.29·100 at 29 despite binary fractions).
+        const Protected nominal = protectedSet(std::numeric_limits<int64_t>::max(), S, W, B);
+        const double share = m_alpha * static_cast<double>(B - nominal.count());
+        const auto floorPerHead = static_cast<int64_t>(std::floor(share + 1e-9));
+        chosen = allocateAdaptive(cands, floorPerHead, H * B - protectedTotal);
+    } else {
+        // Uniform heads, or an adaptive layer that fits: top-k per head,
+        // which keeps a whole head when it fits its budget.
+        for (int64_t h = 0; h < H; ++h) {
+            const int64_t slots = m_adaptive ? state.length(h) : B - prot[h].count();
+            chosen.push_back(topK(std::move(cands[h]), slots));
+        }
+    }
+    for (const auto& head : chosen)
+        for (const Candidate& c : head) plan.reasons[c.head][c.index] = KeepReason::Score;
+    finishPlan(plan);
+    return plan;
+}
+
+Plan keepEverything(const LayerState& state, int64_t sinks, int64_t window) {
+    Plan plan;
+    startPlan(state, sinks, window, std::numeric_limits<int64_t>::max(), plan);
+    for (auto& head : plan.reasons)
+        for (auto& r : head)
+            if (r == KeepReason::Evicted) r = KeepReason::Score;
+    plan.scores = displayScores(at::Tensor(), state, plan);
+    finishPlan(plan);
+    return plan;
+}
+
+}  // namespace kvlens

@@ -1,0 +1,98 @@
+#include "core/policy/select.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace kvlens {
+
+at::Tensor reduceGroups(const at::Tensor& x, int64_t numKvHeads, GqaReduce how) {
+    const int64_t G = x.size(0) / numKvHeads;
+    std::vector<int64_t> shape = {numKvHeads, G};
+    for (int64_t d = 1; d < x.dim(); ++d) shape.push_back(x.size(d));
+    const at::Tensor grouped = x.reshape(shape);
+    switch (how) {
+    case GqaReduce::Max: return grouped.amax(1);
+    case GqaReduce::Sum: return grouped.sum(1);
+    case GqaReduce::Mean: break;
+    }
+    return grouped.mean(1);
+}
+
+PoolKind poolKind(const std::string& name) {
+    if (name == "max") return PoolKind::Max;
+    if (name == "avg") return PoolKind::Avg;
+    throw ArgumentError("pool=" + name + " is not one of max, avg");
+}
+
+at::Tensor pool1d(const at::Tensor& x, const at::Tensor& mask, int64_t kernel, PoolKind kind) {
+    if (x.size(-1) == 0 || kernel <= 1) return mask.defined() ? x.masked_fill(~mask, 0) : x.clone();
+    const at::Tensor m = mask.defined() ? mask.expand(x.sizes()) : at::ones(x.sizes(), x.options().dtype(at::kBool));
+    const int64_t left = kernel / 2, right = kernel - 1 - left;
+    // windows[..., j, t] = x[j - left + t]: the pad value stands for entries
+    // that do not exist, and is chosen so that they never count.
+    auto windows = [&](const at::Tensor& t, double padValue) {
+        return at::constant_pad_nd(t, {left, right}, padValue).unfold(-1, kernel, 1);
+    };
+    at::Tensor out;
+    if (kind == PoolKind::Max) {
+        const double lowest = -std::numeric_limits<double>::infinity();
+        out = windows(x.masked_fill(~m, lowest), lowest).amax(-1);
+    } else {
+        const at::Tensor sums = windows(x.masked_fill(~m, 0), 0).sum(-1);
+        const at::Tensor counts = windows(m.to(x.scalar_type()), 0).sum(-1);
+        out = sums / counts.clamp_min(1);
+    }
+    return out.masked_fill(~m, 0);
+}
+
+Protected protectedSet(int64_t length, int64_t sinks, int64_t window, int64_t budget) {
+    Protected p;
+    p.sinks = std::max<int64_t>(0, std::min({sinks, budget, length}));
+    p.window = std::max<int64_t>(0, std::min({window, budget - p.sinks, length - p.sinks}));
+    return p;
+}
+
+namespace {
+
+float rankScore(float s) { return std::isnan(s) ? -std::numeric_limits<float>::infinity() : s; }
+
+}  // namespace
+
+bool ranksBefore(const Candidate& a, const Candidate& b) {
+    const float sa = rankScore(a.score), sb = rankScore(b.score);
+    if (sa != sb) return sa > sb;
+    if (a.position != b.position) return a.position > b.position;
+    if (a.head != b.head) return a.head < b.head;
+    return a.index < b.index;
+}
+
+std::vector<Candidate> topK(std::vector<Candidate> candidates, int64_t k) {
+    const auto n = static_cast<int64_t>(candidates.size());
+    k = std::max<int64_t>(0, std::min(k, n));
+    std::partial_sort(candidates.begin(), candidates.begin() + k, candidates.end(), ranksBefore);
+    candidates.resize(static_cast<size_t>(k));
+    return candidates;
+}
+
+std::vector<std::vector<Candidate>> allocateAdaptive(const std::vector<std::vector<Candidate>>& candidates,
+                                                     int64_t floorPerHead, int64_t slots) {
+    std::vector<std::vector<Candidate>> chosen(candidates.size());
+    std::vector<Candidate> rest;
+    int64_t taken = 0;
+    for (size_t h = 0; h < candidates.size(); ++h) {
+        std::vector<Candidate> ranked = topK(candidates[h], static_cast<int64_t>(candidates[h].size()));
+        const auto own = std::min<size_t>(static_cast<size_t>(std::max<int64_t>(0, floorPerHead)), ranked.size());
+        chosen[h].assign(ranked.begin(), ranked.begin() + own);
+        rest.insert(rest.end(), ranked.begin() + own, ranked.end());
+        taken += static_cast<int64_t>(own);
+    }
+    for (const Candidate& c : topK(std::move(rest), slots - taken)) chosen[c.head].push_back(c);
+    return chosen;
+}
+
+}  // namespace kvlens

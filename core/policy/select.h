@@ -1,0 +1,61 @@
+#pragma once
+// Pieces every scoring policy shares (POLICIES.md "Notation and shared
+// conventions"): GQA reduction, 1-D pooling along the keys, the protected
+// sets, top-k with ties toward the more recent entry, and Ada-KV's per-head
+// allocation. Internal to core (uses ATen).
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/policy/policy_info.h"
+
+namespace kvlens {
+
+// [Hq, ...] per query head -> [Hkv, ...]: query head h belongs to KV head
+// h / G, G = Hq / numKvHeads, and the G heads of a group combine by `how`.
+at::Tensor reduceGroups(const at::Tensor& perQueryHead, int64_t numKvHeads, GqaReduce how);
+
+enum class PoolKind { Max, Avg };
+PoolKind poolKind(const std::string& name);  // "max" | "avg"
+
+// 1-D pooling along the last dimension: kernel k, stride 1, padding k/2
+// (PyTorch's max_pool1d/avg_pool1d layout, output cut to the input length),
+// with padding ignored: out[j] is the max / mean of the entries x[i],
+// i in [j - k/2, j - k/2 + k), that exist and where `mask` is true. Where
+// mask is false the output is 0. mask: bool, broadcastable to x; undefined =
+// every entry takes part.
+at::Tensor pool1d(const at::Tensor& x, const at::Tensor& mask, int64_t kernel, PoolKind kind);
+
+// What the rules keep in a head of `length` entries under budget B: the
+// first `sinks` and the last `window` entry indices. When B < S + W the
+// sinks come first (earliest first), then the most recent entries.
+struct Protected {
+    int64_t sinks = 0;
+    int64_t window = 0;
+    bool contains(int64_t index, int64_t length) const { return index < sinks || index >= length - window; }
+    int64_t count() const { return sinks + window; }
+};
+Protected protectedSet(int64_t length, int64_t sinks, int64_t window, int64_t budget);
+
+// An entry competing for a slot by score.
+struct Candidate {
+    float score = 0;       // NaN reads as -inf: an entry without a score loses
+    int64_t position = 0;  // true token position (ties: the higher wins)
+    int64_t head = 0;      // KV head (last resort tie-break: the lower wins)
+    int64_t index = 0;     // entry index within the head
+};
+// Strict order, best first: higher score, then more recent, then lower head.
+bool ranksBefore(const Candidate& a, const Candidate& b);
+// The k best candidates (all of them if k >= size), best first.
+std::vector<Candidate> topK(std::vector<Candidate> candidates, int64_t k);
+
+// Ada-KV (FFY0/AdaKV, kvpress AdaKVPress): each head first takes its own best
+// min(floor, |its candidates|) (the safeguard), then what is left of the
+// layer's `slots` goes to the globally best remaining candidates, whatever
+// their head. candidates[h] are head h's; the result lists each head's winners.
+std::vector<std::vector<Candidate>> allocateAdaptive(const std::vector<std::vector<Candidate>>& candidates,
+                                                     int64_t floorPerHead, int64_t slots);
+
+}  // namespace kvlens

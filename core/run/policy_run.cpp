@@ -1,0 +1,252 @@
+#include "core/run/policy_run.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/model/model.h"
+#include "core/policy/factory.h"
+
+namespace kvlens {
+namespace {
+
+LayerBudgets budgetsFor(const PolicyConfig& c, const BudgetSpec& spec, int64_t promptLength, int64_t numLayers) {
+    if (c.id != "full") return policyBudgets(c, spec, promptLength, numLayers);
+    LayerBudgets b;
+    b.perLayer.assign(numLayers, std::numeric_limits<int32_t>::max());
+    b.compress = false;
+    return b;
+}
+
+TokenStatus statusOf(KeepReason r) {
+    switch (r) {
+        case KeepReason::Score: return TokenStatus::Score;
+        case KeepReason::Sink: return TokenStatus::Sink;
+        case KeepReason::Window: return TokenStatus::Window;
+        case KeepReason::Evicted: return TokenStatus::Evicted;
+    }
+    return TokenStatus::Held;
+}
+
+std::string scheduleLabel(const PolicyConfig& c) {
+    if (c.id == "full") return "-";
+    if (c.schedule == Schedule::EveryN) return "every_n(" + std::to_string(c.everyN) + ")";
+    return scheduleName(c.schedule);
+}
+
+}  // namespace
+
+PolicyRun::PolicyRun(const Model& model, PolicyConfig config, const BudgetSpec& budget, int64_t promptLength,
+                     CaptureTarget capture)
+    : m_model(model),
+      m_config(std::move(config)),
+      m_policy(m_config.id == "full" ? nullptr : makePolicy(m_config)),
+      m_cache(model.newCache(CacheOptions{m_config.has("rerotate") && m_config.getBool("rerotate")})),
+      m_budgets(budgetsFor(m_config, budget, promptLength, model.config().numLayers)),
+      m_promptLength(promptLength),
+      m_capture(capture) {
+    const auto& c = model.config();
+    m_track.assign(c.numLayers, std::vector<HeadTrack>(c.numKvHeads));
+    m_lastOutputs.resize(c.numLayers);
+    m_lastAttention.resize(c.numLayers);
+}
+
+PolicyRun::~PolicyRun() = default;
+
+LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
+    const auto& c = m_model.config();
+    LayerState s;
+    s.layer = layer;
+    s.numLayers = c.numLayers;
+    s.numHeads = c.numHeads;
+    s.numKvHeads = c.numKvHeads;
+    s.cache = &m_cache;
+    KvCache::Entries e = m_cache.entries(layer);
+    s.keys = e.k;
+    s.values = e.v;
+    s.valid = e.valid;
+    for (int64_t h = 0; h < c.numKvHeads; ++h) s.positions.push_back(m_cache.positions(layer, h));
+    s.budget = m_budgets.perLayer[layer];
+    s.seqLen = seqLen;
+    s.promptLength = m_promptLength;
+    s.scale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
+    return s;
+}
+
+void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::vector<int64_t>& positions) {
+    const auto& c = m_model.config();
+    const int64_t n = static_cast<int64_t>(positions.size()), G = c.groupSize();
+    m_lastOutputs[layer] = cap.outputs.select(1, n - 1).to(at::kFloat);
+    const bool captureHere = m_capture.enabled && m_capture.layer == layer;
+    // Policies that never read attention (window, streaming, random, knorm)
+    // skip the re-ordering, so their steps cost what a full-cache step does.
+    const bool needProbs = isFull() || captureHere || m_policy->info().usesAttention;
+    at::Tensor probs = needProbs ? m_cache.byEntry(layer, cap.probs) : at::Tensor();  // [Hq, n, L]
+    if (isFull()) {
+        // The full cache holds every position in order: entry index = position.
+        m_lastAttention[layer] = probs.select(1, n - 1).contiguous();
+    }
+    if (captureHere) {
+        const auto& pos = m_cache.positions(layer, m_capture.head / G);
+        at::Tensor rows = probs[m_capture.head].to(at::kCPU).contiguous();  // [n, L]
+        const float* p = rows.data_ptr<float>();
+        const int64_t L = rows.size(1);
+        for (int64_t i = 0; i < n; ++i) {
+            std::vector<float> row(static_cast<size_t>(positions[i] + 1), kNoScore);
+            for (size_t e = 0; e < pos.size(); ++e)
+                if (pos[e] <= positions[i]) row[pos[e]] = p[i * L + static_cast<int64_t>(e)];
+            if (static_cast<int64_t>(m_rows.size()) <= positions[i]) m_rows.resize(positions[i] + 1);
+            m_rows[positions[i]] = std::move(row);
+        }
+    }
+    if (m_policy) m_policy->observe(state(layer, positions.back() + 1), Observation{probs, cap.queries, positions});
+}
+
+void PolicyRun::forward(const std::vector<int64_t>& tokens) {
+    const int64_t first = m_cache.seqLen();
+    std::vector<int64_t> positions;
+    for (size_t i = 0; i < tokens.size(); ++i) positions.push_back(first + static_cast<int64_t>(i));
+    for (auto& layer : m_track)
+        for (auto& h : layer) {
+            h.status.resize(first + tokens.size(), TokenStatus::Held);
+            h.score.resize(first + tokens.size(), kNoScore);
+            h.rank.resize(first + tokens.size(), -1);
+        }
+    ForwardOptions fo;
+    fo.lastLogitsOnly = true;
+    fo.observer = [&](int64_t layer, const LayerCapture& cap) { observeLayer(layer, cap, positions); };
+    m_logits = m_model.forward(tokens, m_cache, fo).logits[0];
+    m_sinceTrim += static_cast<int64_t>(tokens.size());
+}
+
+bool PolicyRun::trimDue() const {
+    if (!m_policy) return false;
+    switch (m_config.schedule) {
+        case Schedule::EveryStep: return true;
+        case Schedule::EveryN: return m_sinceTrim >= m_config.everyN;
+        case Schedule::PrefillOnce: return false;
+    }
+    return false;
+}
+
+void PolicyRun::trim() {
+    const auto& c = m_model.config();
+    for (int64_t l = 0; l < c.numLayers; ++l) {
+        int64_t total = 0;
+        std::vector<std::vector<int64_t>> before;
+        for (int64_t h = 0; h < c.numKvHeads; ++h) {
+            before.push_back(m_cache.positions(l, h));
+            total += static_cast<int64_t>(before.back().size());
+        }
+        if (total <= c.numKvHeads * m_budgets.perLayer[l]) continue;
+        Plan plan = m_policy->plan(state(l, m_cache.seqLen()));
+        m_cache.apply(l, plan.keep);
+        m_policy->applied(l, plan.keep);
+        record(l, before, plan);
+    }
+    m_sinceTrim = 0;
+}
+
+void PolicyRun::record(int64_t layer, const std::vector<std::vector<int64_t>>& before, const Plan& plan) {
+    at::Tensor scores = plan.scores.defined() ? plan.scores.to(at::kCPU, at::kFloat).contiguous() : at::Tensor();
+    for (size_t h = 0; h < before.size(); ++h) {
+        HeadTrack& t = m_track[layer][h];
+        struct Scored {
+            float score;
+            int64_t pos;
+        };
+        std::vector<Scored> scored;
+        t.cutoff = kNoScore;
+        for (size_t i = 0; i < before[h].size(); ++i) {
+            const int64_t pos = before[h][i];
+            const KeepReason r = i < plan.reasons[h].size() ? plan.reasons[h][i] : KeepReason::Evicted;
+            t.status[pos] = statusOf(r);
+            const float s = scores.defined() ? scores[h][static_cast<int64_t>(i)].item<float>() : kNoScore;
+            t.score[pos] = s;
+            t.rank[pos] = -1;
+            if (!std::isnan(s)) scored.push_back({s, pos});
+            if (r == KeepReason::Score && !std::isnan(s) && (std::isnan(t.cutoff) || s < t.cutoff)) t.cutoff = s;
+        }
+        // Rank as the selection does: higher score first, ties to the more recent token.
+        std::sort(scored.begin(), scored.end(),
+                  [](const Scored& a, const Scored& b) { return a.score != b.score ? a.score > b.score : a.pos > b.pos; });
+        for (size_t r = 0; r < scored.size(); ++r) t.rank[scored[r].pos] = static_cast<int32_t>(r);
+    }
+}
+
+void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel) {
+    const int64_t T = static_cast<int64_t>(prompt.size());
+    if (!m_policy || m_config.schedule == Schedule::PrefillOnce) {
+        forward(prompt);
+        if (m_policy && m_budgets.compress) trim();
+    } else {
+        // Online from the first token. While no layer exceeds its budget no
+        // trim can happen, so that prefix is read in one batch (identical result).
+        const int64_t minBudget = *std::min_element(m_budgets.perLayer.begin(), m_budgets.perLayer.end());
+        const int64_t prefix = std::max<int64_t>(1, std::min(T, minBudget));
+        forward(std::vector<int64_t>(prompt.begin(), prompt.begin() + prefix));
+        if (trimDue()) trim();
+        for (int64_t i = prefix; i < T; ++i) {
+            if (checkCancel) checkCancel();
+            forward({prompt[i]});
+            if (trimDue()) trim();
+        }
+    }
+    m_promptDone = true;
+}
+
+void PolicyRun::readToken(int64_t token) {
+    forward({token});
+    if (m_promptDone && trimDue()) trim();
+}
+
+at::Tensor PolicyRun::heldMask(int64_t layer) const {
+    const auto& c = m_model.config();
+    const int64_t T = m_cache.seqLen();
+    at::Tensor mask = at::zeros({c.numKvHeads, T}, at::TensorOptions().dtype(at::kBool));
+    auto acc = mask.accessor<bool, 2>();
+    for (int64_t h = 0; h < c.numKvHeads; ++h)
+        for (int64_t p : m_cache.positions(layer, h)) acc[h][p] = true;
+    return mask;
+}
+
+void PolicyRun::fillTrace(PolicyTrace& out) const {
+    out.id = m_config.id;
+    out.label = m_config.label();
+    out.schedule = scheduleLabel(m_config);
+    out.rerotate = m_cache.rerotate();
+    out.budgetNote = m_budgets.note;
+    out.bytesHeld = m_cache.bytesHeld();
+    out.bytesAllocated = m_cache.bytesAllocated();
+    out.layers.resize(m_track.size());
+    for (size_t l = 0; l < m_track.size(); ++l) {
+        LayerTrace& lt = out.layers[l];
+        lt.budget = m_budgets.perLayer[l];
+        lt.heads.resize(m_track[l].size());
+        for (size_t h = 0; h < m_track[l].size(); ++h) {
+            const HeadTrack& t = m_track[l][h];
+            HeadTrace& ht = lt.heads[h];
+            ht.status = t.status;
+            ht.score = t.score;
+            ht.rank = t.rank;
+            ht.cutoff = t.cutoff;
+            ht.held = m_cache.length(static_cast<int64_t>(l), static_cast<int64_t>(h));
+        }
+    }
+}
+
+AttentionMap PolicyRun::attentionMap() const {
+    AttentionMap m;
+    m.layer = m_capture.layer;
+    m.head = m_capture.head;
+    m.size = m_cache.seqLen();
+    m.values.assign(static_cast<size_t>(m.size * m.size), kNoScore);
+    for (size_t q = 0; q < m_rows.size(); ++q)
+        std::copy(m_rows[q].begin(), m_rows[q].end(), m.values.begin() + static_cast<int64_t>(q) * m.size);
+    return m;
+}
+
+}  // namespace kvlens

@@ -1,0 +1,83 @@
+#pragma once
+// One run of a Session: a KvCache, the policy that trims it (none for the
+// full cache), its schedule and budgets, and the bookkeeping a Trace shows
+// (status, score and rank of every token in every layer × KV head).
+// Internal to core.
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/cache/kv_cache.h"
+#include "core/policy/budget.h"
+#include "core/policy/policy.h"
+#include "core/run/trace.h"
+
+namespace kvlens {
+
+class Model;
+struct LayerCapture;
+
+struct CaptureTarget {
+    bool enabled = false;
+    int64_t layer = 0, head = 0;  // query head
+};
+
+class PolicyRun {
+public:
+    PolicyRun(const Model& model, PolicyConfig config, const BudgetSpec& budget, int64_t promptLength,
+              CaptureTarget capture);
+    ~PolicyRun();
+
+    bool isFull() const { return !m_policy; }
+    const PolicyConfig& config() const { return m_config; }
+    const LayerBudgets& budgets() const { return m_budgets; }
+    const KvCache& cache() const { return m_cache; }
+
+    // Reads the prompt with this run's schedule; `checkCancel` runs between tokens.
+    void readPrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel);
+    // Reads one more token (a decode step), trimming when the schedule says.
+    void readToken(int64_t token);
+
+    const at::Tensor& logits() const { return m_logits; }  // [V] fp32: prediction after the last token read
+    // Per layer, the latest query's attention output per head [Hq, D] and its
+    // attention by token position [Hq, T] (0 where not held).
+    const std::vector<at::Tensor>& lastOutputs() const { return m_lastOutputs; }
+    const std::vector<at::Tensor>& lastAttention() const { return m_lastAttention; }
+    // [Hkv, T] bool: which token positions a layer's KV heads hold.
+    at::Tensor heldMask(int64_t layer) const;
+
+    void fillTrace(PolicyTrace& out) const;           // status/score/rank, budgets, memory
+    AttentionMap attentionMap() const;                // the captured rows so far
+
+private:
+    struct HeadTrack {
+        std::vector<TokenStatus> status;  // by position
+        std::vector<float> score;
+        std::vector<int32_t> rank;
+        float cutoff = kNoScore;
+    };
+    void forward(const std::vector<int64_t>& tokens);
+    void observeLayer(int64_t layer, const LayerCapture& cap, const std::vector<int64_t>& positions);
+    bool trimDue() const;
+    void trim();
+    void record(int64_t layer, const std::vector<std::vector<int64_t>>& positionsBefore, const Plan& plan);
+    LayerState state(int64_t layer, int64_t seqLen) const;
+
+    const Model& m_model;
+    PolicyConfig m_config;
+    std::unique_ptr<Policy> m_policy;  // null: full cache
+    KvCache m_cache;
+    LayerBudgets m_budgets;
+    int64_t m_promptLength = 0;
+    int64_t m_sinceTrim = 0;           // tokens read since the last trim (every_n)
+    bool m_promptDone = false;
+    CaptureTarget m_capture;
+    at::Tensor m_logits;
+    std::vector<at::Tensor> m_lastOutputs, m_lastAttention;
+    std::vector<std::vector<HeadTrack>> m_track;  // [layer][kv head]
+    std::vector<std::vector<float>> m_rows;       // captured attention rows, by query position
+};
+
+}  // namespace kvlens

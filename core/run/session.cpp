@@ -1,0 +1,204 @@
+#include "core/run/session.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/model/model.h"
+#include "core/run/policy_run.h"
+#include "core/run/sampler.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace kvlens {
+
+namespace {
+// Fidelity of one run against the full cache for the latest query.
+struct LayerFidelity {
+    std::vector<float> retainedMass, outputCosine;  // [Hq]
+};
+}  // namespace
+
+struct Session::Impl {
+    std::shared_ptr<const Model> model;
+    SessionOptions opt;
+    std::vector<std::unique_ptr<PolicyRun>> runs;  // [0]: the full cache
+    std::vector<Sampler> samplers;                 // one per run (free-running)
+    std::vector<std::vector<StepMetrics>> metrics; // per run
+    std::vector<std::vector<int64_t>> generated;   // per run
+    std::vector<std::vector<LayerFidelity>> fidelity;  // per run, per layer
+    std::vector<int64_t> tokens;                   // the full run's sequence
+    std::vector<std::string> labels;
+    int64_t steps = 0;
+    bool started = false;
+    const std::atomic<bool>* cancel = nullptr;
+
+    void checkCancel() const {
+        if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled{};
+    }
+    void validate() const;
+    void appendLabels(const std::vector<int64_t>& ids);
+    void measure();
+    std::shared_ptr<const Trace> trace() const;
+};
+
+void Session::Impl::validate() const {
+    const ModelConfig& c = model->config();
+    if (opt.prompt.empty()) throw ArgumentError("the prompt is empty (no tokens to read)");
+    for (int64_t id : opt.prompt)
+        if (id < 0 || id >= c.vocabSize)
+            throw ArgumentError("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                std::to_string(c.vocabSize) + ")");
+    if (opt.attention.enabled) {
+        if (opt.attention.layer < 0 || opt.attention.layer >= c.numLayers)
+            throw ArgumentError("attention capture layer " + std::to_string(opt.attention.layer) + " outside [0, " +
+                                std::to_string(c.numLayers) + ")");
+        if (opt.attention.head < 0 || opt.attention.head >= c.numHeads)
+            throw ArgumentError("attention capture head " + std::to_string(opt.attention.head) + " outside [0, " +
+                                std::to_string(c.numHeads) + ")");
+    }
+}
+
+void Session::Impl::appendLabels(const std::vector<int64_t>& ids) {
+    for (int64_t id : ids)
+        labels.push_back(opt.tokenizer ? opt.tokenizer->tokenLabel(static_cast<int32_t>(id)) : "#" + std::to_string(id));
+}
+
+Session::Session(std::shared_ptr<const Model> model, SessionOptions options) : m(std::make_unique<Impl>()) {
+    m->model = std::move(model);
+    m->opt = std::move(options);
+    m->validate();
+    const int64_t T = static_cast<int64_t>(m->opt.prompt.size());
+    const CaptureTarget capture{m->opt.attention.enabled, m->opt.attention.layer, m->opt.attention.head};
+    std::vector<PolicyConfig> configs{parsePolicySpec("full")};
+    for (const auto& p : m->opt.policies)
+        if (p.id != "full") configs.push_back(p);
+    for (const auto& c : configs) {
+        m->runs.push_back(std::make_unique<PolicyRun>(*m->model, c, m->opt.budget, T, capture));
+        m->samplers.emplace_back(m->opt.sampling);
+    }
+    m->metrics.resize(m->runs.size());
+    m->generated.resize(m->runs.size());
+    m->fidelity.resize(m->runs.size());
+}
+
+Session::~Session() = default;
+
+const SessionOptions& Session::options() const { return m->opt; }
+int64_t Session::stepsDone() const { return m->steps; }
+void Session::setCancelFlag(const std::atomic<bool>* flag) { m->cancel = flag; }
+
+std::shared_ptr<const Trace> Session::start() {
+    if (m->started) throw Error("Session::start called twice");
+    at::NoGradGuard noGrad;
+    for (auto& run : m->runs) {
+        m->checkCancel();
+        run->readPrompt(m->opt.prompt, [this] { m->checkCancel(); });
+    }
+    m->tokens = m->opt.prompt;
+    m->appendLabels(m->opt.prompt);
+    m->started = true;
+    m->measure();
+    return m->trace();
+}
+
+std::shared_ptr<const Trace> Session::step() {
+    if (!m->started) throw Error("Session::step before start");
+    at::NoGradGuard noGrad;
+    m->checkCancel();
+    const size_t R = m->runs.size();
+    std::vector<int64_t> next(R);
+    if (m->opt.teacherForced) {
+        const int64_t s = m->steps;
+        const int64_t t = s < static_cast<int64_t>(m->opt.continuation.size()) ? m->opt.continuation[s]
+                                                                              : m->samplers[0].next(m->runs[0]->logits());
+        if (t < 0 || t >= m->model->config().vocabSize)
+            throw ArgumentError("continuation token id " + std::to_string(t) + " is outside the vocabulary");
+        next.assign(R, t);
+        // The token read next is the target every run's last prediction is scored on.
+        for (size_t r = 0; r < R; ++r)
+            m->metrics[r].back().targetLogProb = at::log_softmax(m->runs[r]->logits().to(at::kDouble), -1)[t].item<double>();
+    } else {
+        for (size_t r = 0; r < R; ++r) next[r] = m->samplers[r].next(m->runs[r]->logits());
+    }
+    for (size_t r = 0; r < R; ++r) {
+        m->checkCancel();
+        m->runs[r]->readToken(next[r]);
+        m->generated[r].push_back(next[r]);
+    }
+    m->tokens.push_back(next[0]);
+    m->appendLabels({next[0]});
+    ++m->steps;
+    m->measure();
+    return m->trace();
+}
+
+void Session::Impl::measure() {
+    const ModelConfig& c = model->config();
+    const PolicyRun& full = *runs[0];
+    at::Tensor logpFull = at::log_softmax(full.logits().to(at::kDouble), -1);
+    const int64_t fullArgmax = full.logits().argmax().item<int64_t>();
+    for (size_t r = 0; r < runs.size(); ++r) {
+        const PolicyRun& run = *runs[r];
+        StepMetrics sm;
+        sm.position = static_cast<int64_t>(tokens.size()) - 1;
+        sm.argmax = run.logits().argmax().item<int64_t>();
+        sm.top1Agrees = sm.argmax == fullArgmax;
+        sm.targetLogProb = std::nan("");
+        if (opt.teacherForced) {
+            at::Tensor logp = at::log_softmax(run.logits().to(at::kDouble), -1);
+            sm.kl = (logpFull.exp() * (logpFull - logp)).sum().item<double>();
+        }
+        fidelity[r].assign(c.numLayers, {});
+        if (!opt.teacherForced) {  // different contexts: nothing to compare per layer
+            metrics[r].push_back(sm);
+            continue;
+        }
+        double massSum = 0, cosSum = 0;
+        for (int64_t l = 0; l < c.numLayers; ++l) {
+            at::Tensor held = run.heldMask(l).repeat_interleave(c.groupSize(), 0).to(at::kFloat);  // [Hq, T]
+            at::Tensor fullAttn = full.lastAttention()[l].to(at::kCPU);                           // [Hq, T]
+            at::Tensor mass = (fullAttn * held).sum(-1);
+            at::Tensor cos = at::cosine_similarity(run.lastOutputs()[l], full.lastOutputs()[l], -1).to(at::kCPU);
+            LayerFidelity& f = fidelity[r][l];
+            f.retainedMass.assign(mass.data_ptr<float>(), mass.data_ptr<float>() + mass.numel());
+            cos = cos.to(at::kFloat).contiguous();
+            f.outputCosine.assign(cos.data_ptr<float>(), cos.data_ptr<float>() + cos.numel());
+            massSum += mass.mean().item<double>();
+            cosSum += cos.mean().item<double>();
+        }
+        sm.retainedMass = massSum / static_cast<double>(c.numLayers);
+        sm.outputCosine = cosSum / static_cast<double>(c.numLayers);
+        metrics[r].push_back(sm);
+    }
+}
+
+std::shared_ptr<const Trace> Session::Impl::trace() const {
+    const ModelConfig& c = model->config();
+    auto t = std::make_shared<Trace>();
+    t->step = steps;
+    t->promptLength = static_cast<int64_t>(opt.prompt.size());
+    t->tokens = tokens;
+    t->labels = labels;
+    t->numLayers = c.numLayers;
+    t->numHeads = c.numHeads;
+    t->numKvHeads = c.numKvHeads;
+    t->teacherForced = opt.teacherForced;
+    for (size_t r = 0; r < runs.size(); ++r) {
+        PolicyTrace pt;
+        runs[r]->fillTrace(pt);
+        pt.generated = generated[r];
+        pt.metrics = metrics[r];
+        for (size_t i = 0; i < pt.generated.size() && pt.divergedAt < 0; ++i)
+            if (pt.generated[i] != generated[0][i]) pt.divergedAt = static_cast<int64_t>(i);
+        for (size_t l = 0; l < pt.layers.size() && l < fidelity[r].size(); ++l) {
+            pt.layers[l].retainedMass = fidelity[r][l].retainedMass;
+            pt.layers[l].outputCosine = fidelity[r][l].outputCosine;
+        }
+        t->policies.push_back(std::move(pt));
+        if (opt.attention.enabled) t->attention.push_back(runs[r]->attentionMap());
+    }
+    return t;
+}
+
+}  // namespace kvlens

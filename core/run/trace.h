@@ -1,0 +1,93 @@
+#pragma once
+// Trace: an immutable, torch-free snapshot of a Session after a step — what
+// every policy holds, why, what it costs, and how far its output drifts from
+// the full cache. Widgets and exports read Traces only.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace kvlens {
+
+// A token's state in one layer × KV head of one policy's cache.
+enum class TokenStatus : uint8_t {
+    Unseen = 0,   // not read yet at this step
+    Held = 1,     // in the cache, no eviction decision has touched it yet
+    Score = 2,    // kept because its score ranked within the budget
+    Sink = 3,     // kept as an attention sink
+    Window = 4,   // kept as one of the most recent tokens
+    Evicted = 5,  // removed from the cache (never comes back)
+};
+const char* tokenStatusName(TokenStatus s);
+inline bool isHeld(TokenStatus s) { return s == TokenStatus::Held || s == TokenStatus::Score || s == TokenStatus::Sink || s == TokenStatus::Window; }
+
+constexpr float kNoScore = std::numeric_limits<float>::quiet_NaN();
+
+struct HeadTrace {
+    // Indexed by token position 0 .. Trace::tokens.size()-1.
+    std::vector<TokenStatus> status;
+    std::vector<float> score;    // the score of the latest decision (kNoScore where a rule decided or none did)
+    std::vector<int32_t> rank;   // 0 = best among scored entries; -1 where unscored
+    float cutoff = kNoScore;     // lowest score still kept by score in the latest decision
+    int64_t held = 0;            // entries in the cache
+};
+
+struct LayerTrace {
+    int64_t budget = 0;                 // entries per KV head this layer may hold
+    std::vector<HeadTrace> heads;       // [Hkv]
+    std::vector<float> retainedMass;    // [Hq] share of the full cache's attention (latest query) on held tokens
+    std::vector<float> outputCosine;    // [Hq] cos(attention output, full cache's) for the latest query
+};
+
+struct StepMetrics {
+    int64_t position = 0;       // position of the token whose successor was predicted
+    double kl = 0;              // KL(p_full ‖ p_policy), nats
+    bool top1Agrees = true;
+    double targetLogProb = 0;   // log p_policy(token actually read next); NaN at the last step
+    int64_t argmax = 0;         // the policy's most likely next token
+    double retainedMass = 1;    // mean over layers and query heads (teacher-forced only)
+    double outputCosine = 1;    // mean over layers and query heads (teacher-forced only)
+};
+
+struct PolicyTrace {
+    std::string id;              // "full", "snapkv", ...
+    std::string label;           // "snapkv:window=16"
+    std::string schedule;        // every_step | prefill_once | every_n(N)
+    bool rerotate = false;       // keys re-rotated to cache positions (StreamingLLM's position shift)
+    std::string budgetNote;      // e.g. a clamp, empty when none
+    std::vector<LayerTrace> layers;
+    uint64_t bytesHeld = 0;      // KV bytes this policy's cache holds
+    uint64_t bytesAllocated = 0; // KV tensor bytes actually allocated
+    std::vector<int64_t> generated;   // tokens this run produced (free-running) or read (teacher-forced)
+    std::vector<StepMetrics> metrics; // one per prediction since the prompt ended
+    int64_t divergedAt = -1;     // first generated index differing from full (free-running), -1 if none
+    double perplexity() const;   // exp(mean −targetLogProb) over metrics with a target
+    double meanKl() const;
+    double top1Agreement() const;
+    double meanRetainedMass() const;
+    double meanOutputCosine() const;
+};
+
+// Attention rows of one (layer, query head) for one policy: row r is the
+// query at position r, column c the key at position c (NaN: not in that
+// query's cache — evicted or not yet seen).
+struct AttentionMap {
+    int64_t layer = 0, head = 0;
+    int64_t size = 0;           // rows = columns = tokens
+    std::vector<float> values;  // [size × size]
+    float at(int64_t q, int64_t k) const { return values[static_cast<size_t>(q * size + k)]; }
+};
+
+struct Trace {
+    int64_t step = 0;            // decode steps done (0: the prompt has been read)
+    int64_t promptLength = 0;
+    std::vector<int64_t> tokens; // the sequence read so far (full run's in free-running mode)
+    std::vector<std::string> labels;  // readable token text, for axes and strips
+    int64_t numLayers = 0, numHeads = 0, numKvHeads = 0;
+    bool teacherForced = true;
+    std::vector<PolicyTrace> policies;      // [0] is always "full"
+    std::vector<AttentionMap> attention;    // per policy, where capture was requested (same order)
+};
+
+}  // namespace kvlens

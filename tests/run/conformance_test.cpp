@@ -1,0 +1,147 @@
+// Every registered policy × budgets {tiny, 25 %, 50 %, ≥ T}: the kept sets
+// have the budgeted size, contain the protected sets, and a budget covering
+// the whole sequence changes nothing. A policy is tested the day it is
+// registered.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/model/model.h"
+#include "core/policy/policy_info.h"
+#include "core/run/session.h"
+#include "tests/core/test_models.h"
+
+using namespace kvlens;
+
+namespace {
+
+constexpr int64_t kPrompt = 48;
+constexpr int64_t kSteps = 4;
+
+std::shared_ptr<const Model> sharedModel() {
+    static test::ScratchDir dir("conformance");
+    static std::shared_ptr<const Model> model = [] {
+        test::ModelOptions o;
+        o.maxPositions = 512;
+        o.numLayers = 3;
+        test::makeRandomModel(Family::Llama, o, 21, dir.path());
+        return std::shared_ptr<const Model>(Model::load(dir.path()));
+    }();
+    return model;
+}
+
+// Positions the policy must hold after reading the prompt (POLICIES.md's
+// protected sets, truncated to the budget: sinks first, then the window).
+std::set<int64_t> protectedPositions(const PolicyConfig& c, int64_t B, int64_t T) {
+    std::set<int64_t> out;
+    int64_t sinks = 0, window = 0;
+    if (c.id == "streaming" || c.id == "andpro") sinks = c.getInt("sinks");
+    if (c.id == "window") window = B;
+    if (c.id == "h2o") window = c.text("recent") == "B/2" ? B / 2 : c.getInt("recent");
+    if (c.id == "snapkv" || c.id == "pyramidkv" || c.id == "adakv" || c.id == "andpro" || c.id == "random")
+        window = c.getInt("window");
+    sinks = std::min({sinks, B, T});
+    window = std::min({window, B - sinks, T - sinks});
+    for (int64_t p = 0; p < sinks; ++p) out.insert(p);
+    for (int64_t p = T - window; p < T; ++p) out.insert(p);
+    return out;
+}
+
+bool skipsLayer(const PolicyConfig& c, int64_t layer) {
+    if (c.id != "knorm") return false;
+    for (int64_t l : c.getIntList("skip_layers"))
+        if (l == layer) return true;
+    return false;
+}
+
+struct Case {
+    std::string policy;
+    std::string budget;
+};
+
+class Conformance : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Conformance, KeptSetsHaveTheBudgetAndTheProtectedSets) {
+    const Case& tc = GetParam();
+    auto model = sharedModel();
+    SessionOptions so;
+    so.prompt = test::randomTokens(kPrompt, model->config().vocabSize, 5);
+    so.policies = {parsePolicySpec(tc.policy)};
+    so.budget = parseBudget(tc.budget);
+    Session session(model, so);
+    auto trace = session.start();
+    ASSERT_EQ(trace->policies.size(), 2u);
+    const PolicyTrace& p = trace->policies[1];
+    const PolicyConfig& cfg = so.policies[0];
+    const bool adaptive = cfg.has("heads") && cfg.text("heads") == "adaptive";
+    for (int64_t l = 0; l < trace->numLayers; ++l) {
+        SCOPED_TRACE("layer " + std::to_string(l));
+        const LayerTrace& lt = p.layers[l];
+        const int64_t B = lt.budget;
+        ASSERT_GE(B, 1);
+        int64_t total = 0;
+        for (const HeadTrace& h : lt.heads) {
+            total += h.held;
+            int64_t heldStatuses = 0;
+            for (TokenStatus s : h.status) heldStatuses += isHeld(s) ? 1 : 0;
+            EXPECT_EQ(heldStatuses, h.held) << "statuses must describe the cache";
+            if (!adaptive && cfg.id != "full" && !skipsLayer(cfg, l)) EXPECT_LE(h.held, B);
+        }
+        const int64_t expected = (cfg.id == "full" || skipsLayer(cfg, l)) ? kPrompt : std::min(B, kPrompt);
+        EXPECT_EQ(total, trace->numKvHeads * expected) << "the layer holds exactly its budget";
+        if (cfg.id == "full" || skipsLayer(cfg, l)) continue;
+        for (int64_t pos : protectedPositions(cfg, B, kPrompt))
+            for (size_t h = 0; h < lt.heads.size(); ++h)
+                EXPECT_TRUE(isHeld(lt.heads[h].status[pos])) << "protected position " << pos << " of head " << h;
+    }
+    for (int64_t s = 0; s < kSteps; ++s) trace = session.step();  // decoding keeps the invariants running
+    EXPECT_EQ(trace->policies[1].metrics.size(), static_cast<size_t>(kSteps + 1));
+}
+
+class NoEviction : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NoEviction, BudgetCoveringTheSequenceChangesNothing) {
+    auto model = sharedModel();
+    SessionOptions so;
+    so.prompt = test::randomTokens(kPrompt, model->config().vocabSize, 6);
+    so.policies = {parsePolicySpec(GetParam())};
+    so.budget = parseBudget(std::to_string(kPrompt + kSteps + 1));
+    Session session(model, so);
+    auto trace = session.start();
+    for (int64_t s = 0; s < kSteps; ++s) trace = session.step();
+    const PolicyTrace& p = trace->policies[1];
+    ASSERT_EQ(p.metrics.size(), static_cast<size_t>(kSteps + 1));
+    for (const auto& m : p.metrics) {
+        EXPECT_EQ(m.kl, 0.0) << "logits must be identical to the full cache at position " << m.position;
+        EXPECT_TRUE(m.top1Agrees);
+        EXPECT_NEAR(m.retainedMass, 1.0, 1e-6);
+    }
+    EXPECT_EQ(p.bytesHeld, trace->policies[0].bytesHeld);
+}
+
+std::vector<Case> cases() {
+    std::vector<Case> out;
+    for (const auto& info : policyRegistry())
+        if (info.id != "full")  // the Session's own run 0
+        for (const char* b : {"3", "25%", "50%", "60"}) out.push_back({info.id, b});
+    return out;
+}
+
+std::string caseName(const ::testing::TestParamInfo<Case>& i) {
+    std::string b = i.param.budget;
+    if (b.back() == '%') b = b.substr(0, b.size() - 1) + "pct";
+    return i.param.policy + "_" + b;
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, Conformance, ::testing::ValuesIn(cases()), caseName);
+
+std::vector<std::string> policyIds() {
+    std::vector<std::string> out;
+    for (const auto& info : policyRegistry())
+        if (info.id != "full") out.push_back(info.id);
+    return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, NoEviction, ::testing::ValuesIn(policyIds()));
+
+}  // namespace

@@ -1,0 +1,134 @@
+// Session semantics: lockstep, teacher forcing, free running, metrics,
+// attention capture, cancellation and bad options.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/model/model.h"
+#include "core/run/session.h"
+#include "tests/core/test_models.h"
+
+using namespace kvlens;
+
+namespace {
+
+std::shared_ptr<const Model> tinyModel() {
+    static test::ScratchDir dir("session");
+    static std::shared_ptr<const Model> model = [] {
+        test::ModelOptions o;
+        o.maxPositions = 256;
+        o.scale = 2.0f;
+        test::makeRandomModel(Family::Llama, o, 41, dir.path());
+        return std::shared_ptr<const Model>(Model::load(dir.path()));
+    }();
+    return model;
+}
+
+SessionOptions baseOptions(std::vector<std::string> policies, const std::string& budget) {
+    SessionOptions so;
+    so.prompt = test::randomTokens(40, tinyModel()->config().vocabSize, 3);
+    for (const auto& p : policies) so.policies.push_back(parsePolicySpec(p));
+    so.budget = parseBudget(budget);
+    return so;
+}
+
+}  // namespace
+
+TEST(Session, TeacherForcedRunsReadTheSameTokens) {
+    Session s(tinyModel(), baseOptions({"window", "streaming"}, "8"));
+    auto t = s.start();
+    for (int i = 0; i < 6; ++i) t = s.step();
+    ASSERT_EQ(t->policies.size(), 3u);
+    EXPECT_EQ(t->policies[0].id, "full");
+    for (const auto& p : t->policies) {
+        EXPECT_EQ(p.generated, t->policies[0].generated) << p.label;
+        EXPECT_EQ(p.metrics.size(), 7u);
+        for (const auto& m : p.metrics) EXPECT_GE(m.kl, -1e-12);
+        EXPECT_EQ(p.divergedAt, -1);
+    }
+    EXPECT_EQ(t->tokens.size(), 46u);
+    EXPECT_EQ(t->labels.size(), 46u);
+    // The full cache agrees with itself; a budget of 8 of 46 tokens costs something.
+    EXPECT_EQ(t->policies[0].meanKl(), 0.0);
+    EXPECT_GT(t->policies[1].meanKl(), 0.0);
+    EXPECT_LT(t->policies[1].bytesHeld, t->policies[0].bytesHeld);
+    EXPECT_LT(t->policies[1].meanRetainedMass(), 1.0);
+    // Perplexity of the continuation is defined once a target has been read.
+    EXPECT_TRUE(std::isfinite(t->policies[1].perplexity()));
+}
+
+TEST(Session, ContinuationIsReadAsGiven) {
+    SessionOptions so = baseOptions({"window"}, "8");
+    so.continuation = {5, 6, 7};
+    Session s(tinyModel(), so);
+    s.start();
+    std::shared_ptr<const Trace> t;
+    for (int i = 0; i < 3; ++i) t = s.step();
+    EXPECT_EQ(t->policies[1].generated, (std::vector<int64_t>{5, 6, 7}));
+    EXPECT_FALSE(std::isnan(t->policies[1].metrics[0].targetLogProb)) << "the read token is the target";
+}
+
+TEST(Session, FreeRunningRunsGenerateTheirOwnText) {
+    SessionOptions so = baseOptions({"window"}, "2");
+    so.teacherForced = false;
+    Session s(tinyModel(), so);
+    auto t = s.start();
+    for (int i = 0; i < 24; ++i) t = s.step();
+    const auto& full = t->policies[0].generated;
+    const auto& win = t->policies[1].generated;
+    ASSERT_EQ(win.size(), 24u);
+    if (full != win) {
+        EXPECT_GE(t->policies[1].divergedAt, 0);
+        EXPECT_NE(full[t->policies[1].divergedAt], win[t->policies[1].divergedAt]);
+    }
+}
+
+TEST(Session, AttentionCaptureMarksEvictedKeys) {
+    SessionOptions so = baseOptions({"window"}, "8");
+    so.attention = {true, 1, 3};
+    Session s(tinyModel(), so);
+    auto t = s.start();
+    t = s.step();
+    ASSERT_EQ(t->attention.size(), 2u);
+    const AttentionMap& full = t->attention[0];
+    const AttentionMap& win = t->attention[1];
+    EXPECT_EQ(full.size, 41);
+    const int64_t q = 40;
+    double fullSum = 0, winSum = 0;
+    for (int64_t k = 0; k <= q; ++k) {
+        fullSum += full.at(q, k);
+        if (k >= q - 8) {
+            EXPECT_FALSE(std::isnan(win.at(q, k))) << k;
+            winSum += win.at(q, k);
+        } else {
+            EXPECT_TRUE(std::isnan(win.at(q, k))) << "evicted key " << k << " must be NaN";
+        }
+    }
+    EXPECT_NEAR(fullSum, 1.0, 1e-5);
+    EXPECT_NEAR(winSum, 1.0, 1e-5);
+    EXPECT_TRUE(std::isnan(full.at(3, 10))) << "keys after the query are not seen";
+}
+
+TEST(Session, CancelFlagStopsTheRun) {
+    std::atomic<bool> cancel{true};
+    Session s(tinyModel(), baseOptions({"h2o"}, "8"));
+    s.setCancelFlag(&cancel);
+    EXPECT_THROW(s.start(), Cancelled);
+}
+
+TEST(Session, BadOptionsAreArgumentErrors) {
+    SessionOptions so = baseOptions({"window"}, "8");
+    so.prompt.clear();
+    EXPECT_THROW(Session(tinyModel(), so), ArgumentError);
+    so = baseOptions({"window"}, "8");
+    so.attention = {true, 7, 0};
+    EXPECT_THROW(Session(tinyModel(), so), ArgumentError);
+    so = baseOptions({"window"}, "8");
+    so.budget = parseLayerBudgets("4,4,4,4,4");
+    EXPECT_THROW(Session(tinyModel(), so), ArgumentError);
+    so = baseOptions({"window"}, "8");
+    so.prompt.push_back(100000);
+    EXPECT_THROW(Session(tinyModel(), so), ArgumentError);
+    EXPECT_THROW(parsePolicySpec("nosuch"), ArgumentError);
+}
