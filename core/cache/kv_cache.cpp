@@ -32,6 +32,7 @@ void KvCache::clear() {
         L.cols.assign(m_kvHeads, {});
         L.pos.assign(m_kvHeads, {});
         L.rot.assign(m_kvHeads, {});
+        L.holes.assign(m_kvHeads, {});
     }
 }
 
@@ -89,11 +90,16 @@ KvCache::LayerView KvCache::append(int64_t layer, const at::Tensor& k, const at:
     if (k.size(0) != m_kvHeads || k.size(2) != m_headDim || !v.sizes().equals(k.sizes()))
         throw Error("KvCache::append: expected k and v of shape [" + std::to_string(m_kvHeads) + ", n, " +
                     std::to_string(m_headDim) + "]");
+    const int64_t rot0 = rotaryPosition(layer);
+    if (n == 1 && placeInHoles(L, k, v, rot0)) {
+        LayerView view{L.k.narrow(1, 0, L.used), L.v.narrow(1, 0, L.used), at::Tensor(), 1, false};
+        if (L.valid.defined()) view.valid = L.valid.narrow(1, 0, L.used);
+        return view;
+    }
     reserve(L, L.used + n);
     L.k.narrow(1, L.used, n).copy_(k);
     L.v.narrow(1, L.used, n).copy_(v);
     if (L.valid.defined()) L.valid.narrow(1, L.used, n).fill_(true);
-    const int64_t rot0 = rotaryPosition(layer);
     for (int64_t h = 0; h < m_kvHeads; ++h)
         for (int64_t i = 0; i < n; ++i) {
             L.cols[h].push_back(L.used + i);
@@ -107,6 +113,68 @@ KvCache::LayerView KvCache::append(int64_t layer, const at::Tensor& k, const at:
 }
 
 void KvCache::advance(int64_t n) { m_seqLen += n; }
+
+bool KvCache::placeInHoles(Layer& L, const at::Tensor& k, const at::Tensor& v, int64_t rot0) {
+    for (const auto& h : L.holes)
+        if (h.empty()) return false;
+    std::vector<int64_t> cols;
+    bool holesLeft = false;
+    for (int64_t h = 0; h < m_kvHeads; ++h) {
+        cols.push_back(L.holes[h].back());
+        L.holes[h].pop_back();
+        holesLeft = holesLeft || !L.holes[h].empty();
+        L.cols[h].push_back(cols.back());
+        L.pos[h].push_back(m_seqLen);
+        L.rot[h].push_back(rot0);
+    }
+    at::Tensor col = hostLongs(cols, m_kvHeads, 1, m_device);
+    at::Tensor index = col.unsqueeze(-1).expand({m_kvHeads, 1, m_headDim});
+    L.k.scatter_(1, index, k.to(m_dtype));
+    L.v.scatter_(1, index, v.to(m_dtype));
+    // Dense again once every freed column is reused and the heads are even.
+    bool even = true;
+    for (int64_t h = 0; h < m_kvHeads; ++h) even = even && static_cast<int64_t>(L.cols[h].size()) == L.used;
+    if (!holesLeft && even)
+        L.valid = at::Tensor();
+    else
+        L.valid.scatter_(1, col, true);
+    return true;
+}
+
+bool KvCache::evictInPlace(Layer& L, const std::vector<std::vector<int64_t>>& keep) {
+    const int64_t maxHoles = std::max<int64_t>(8, L.used / 8);
+    for (int64_t h = 0; h < m_kvHeads; ++h) {
+        const int64_t evicted = static_cast<int64_t>(L.cols[h].size() - keep[h].size());
+        if (static_cast<int64_t>(L.holes[h].size()) + evicted > maxHoles) return false;
+    }
+    if (!L.valid.defined()) {
+        L.valid = at::zeros({m_kvHeads, L.k.size(1)}, at::TensorOptions().dtype(at::kBool).device(m_device));
+        L.valid.narrow(1, 0, L.used).fill_(true);
+    }
+    std::vector<int64_t> freedHead, freedCol;
+    for (int64_t h = 0; h < m_kvHeads; ++h) {
+        std::vector<int64_t> cols, pos, rot;
+        size_t next = 0;
+        for (size_t i = 0; i < L.cols[h].size(); ++i) {
+            if (next < keep[h].size() && keep[h][next] == static_cast<int64_t>(i)) {
+                cols.push_back(L.cols[h][i]);
+                pos.push_back(L.pos[h][i]);
+                rot.push_back(L.rot[h][i]);
+                ++next;
+            } else {
+                L.holes[h].push_back(L.cols[h][i]);
+                freedHead.push_back(h);
+                freedCol.push_back(L.cols[h][i]);
+            }
+        }
+        L.cols[h] = std::move(cols);
+        L.pos[h] = std::move(pos);
+        L.rot[h] = std::move(rot);
+    }
+    auto opts = at::TensorOptions().dtype(at::kLong);
+    L.valid.index_put_({at::tensor(freedHead, opts).to(m_device), at::tensor(freedCol, opts).to(m_device)}, false);
+    return true;
+}
 
 void KvCache::checkKeep(int64_t layer, const std::vector<std::vector<int64_t>>& keep) const {
     // The invariants every policy must meet; a violation is a bug in the
@@ -148,6 +216,9 @@ void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep
     if (unchanged) return;
     if (m_options.rerotate && !equalLengths)
         throw ArgumentError("rerotate needs the same kept count in every KV head");
+    // A few evictions: free their columns, move nothing. Re-rotation moves
+    // every key anyway, so it always compacts.
+    if (!m_options.rerotate && evictInPlace(L, keep)) return;
 
     // Gather indices per head; padding rows point at column 0 and are masked.
     std::vector<int64_t> idx(static_cast<size_t>(m_kvHeads * newMax), 0), delta(idx.size(), 0);
@@ -174,6 +245,7 @@ void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep
     L.k.narrow(1, 0, newMax).copy_(k);
     L.v.narrow(1, 0, newMax).copy_(v);
     L.used = newMax;
+    for (auto& h : L.holes) h.clear();
     for (int64_t h = 0; h < m_kvHeads; ++h) {
         std::vector<int64_t> cols, pos, rot;
         for (size_t i = 0; i < keep[h].size(); ++i) {
@@ -238,6 +310,11 @@ KvCache::Entries KvCache::entries(int64_t layer) const {
         e.v = L.v.narrow(1, 0, L.used).gather(1, g);
     }
     return e;
+}
+
+at::Tensor KvCache::entryValid(int64_t layer) const {
+    bool identity = true;
+    return entryIndex(layer, &identity).valid;
 }
 
 at::Tensor KvCache::byEntry(int64_t layer, const at::Tensor& x) const {

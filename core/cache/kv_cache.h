@@ -1,6 +1,10 @@
 #pragma once
 // KvCache: the keys (after RoPE) and values of every layer and KV head, with
-// the original position of each entry. Policies plan which entries to keep;
+// the original position of each entry. Storage columns need not follow
+// entry order: softmax does not care, and a policy that evicts one token per
+// step frees a column that the next token reuses, so a step moves no data.
+// Freed columns stay bounded (an eighth of the columns in use, at least 8);
+// beyond that, apply() gathers the kept entries into contiguous storage. Policies plan which entries to keep;
 // apply() is the only mutator that removes entries, and it compacts the
 // storage physically (a gather), so attention really runs over fewer keys and
 // memory really shrinks. KV heads may hold different numbers of entries
@@ -33,7 +37,9 @@ public:
         at::Tensor k;      // [Hkv, S, D] rotated keys (S = columns in use, padding included)
         at::Tensor v;      // [Hkv, S, D]
         at::Tensor valid;  // [Hkv, S] bool, undefined when every column of every head is valid
-        int64_t newCount;  // the last newCount columns are this step's tokens, same column for every head
+        int64_t newCount;  // this step's tokens: the last newCount columns, same column for every head,
+                           // except a single token placed in freed columns (newAtEnd false)
+        bool newAtEnd = true;
     };
 
     // Appends n entries per head (k, v: [Hkv, n, D], keys rotated at the
@@ -75,6 +81,8 @@ public:
         at::Tensor index;     // [Hkv, L] int64 storage column of each row (0 for padding)
     };
     Entries entries(int64_t layer) const;
+    // Only the [Hkv, L] mask of Entries (undefined when every head holds L entries).
+    at::Tensor entryValid(int64_t layer) const;
     // Re-orders captured attention over storage columns ([H, n, S], H a
     // multiple of Hkv) into entry order ([H, n, L], padding 0).
     at::Tensor byEntry(int64_t layer, const at::Tensor& columnsLast) const;
@@ -94,7 +102,10 @@ private:
         std::vector<std::vector<int64_t>> cols;  // per head: storage column of each entry
         std::vector<std::vector<int64_t>> pos;   // per head: true position of each entry
         std::vector<std::vector<int64_t>> rot;   // per head: position each key is rotated at
+        std::vector<std::vector<int64_t>> holes; // per head: freed columns, reused by single-token appends
     };
+    bool placeInHoles(Layer& L, const at::Tensor& k, const at::Tensor& v, int64_t rot0);
+    bool evictInPlace(Layer& L, const std::vector<std::vector<int64_t>>& keep);
     void reserve(Layer& L, int64_t columns);
     void checkKeep(int64_t layer, const std::vector<std::vector<int64_t>>& keep) const;
     uint64_t entryBytes() const;

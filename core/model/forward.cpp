@@ -41,6 +41,16 @@ at::Tensor attentionMask(const AttentionInput& in, int64_t n, int64_t S) {
     const bool window = in.slidingWindow && in.firstQueryPosition + n > *in.slidingWindow;
     if (n == 1 && !in.kv.valid.defined() && !window) return at::Tensor();
     auto opts = at::TensorOptions().device(in.q.device());
+    if (n == 1) {
+        // One query sees every valid column, its own key included (which may
+        // sit in a reused column rather than the last one).
+        at::Tensor allowed = in.kv.valid.defined() ? in.kv.valid.unsqueeze(1) : at::ones({1, 1, S}, opts.dtype(at::kBool));
+        if (window) {
+            at::Tensor qpos = at::full({1, 1, 1}, in.firstQueryPosition, opts.dtype(at::kLong));
+            allowed = allowed & (in.keyPositions.unsqueeze(1) > qpos - *in.slidingWindow);
+        }
+        return allowed;
+    }
     // Old entries: visible when valid. New entries: causal among themselves.
     at::Tensor old = in.kv.valid.defined() ? in.kv.valid.narrow(1, 0, S - n).unsqueeze(1).expand({-1, n, -1})
                                            : at::ones({1, n, S - n}, opts.dtype(at::kBool));

@@ -15,14 +15,14 @@ at::Tensor headLengths(const LayerState& state, at::Device device) {
     return at::tensor(lens, at::TensorOptions().dtype(at::kLong)).view({state.numKvHeads, 1}).to(device);
 }
 
-int64_t maxLength(const LayerState& state) { return state.keys.defined() ? state.keys.size(1) : 0; }
+int64_t maxLength(const LayerState& state) { return state.maxLength(); }
 
 at::Tensor columnIndex(int64_t L, at::Device device) {
     return at::arange(L, at::TensorOptions().dtype(at::kLong).device(device)).unsqueeze(0);
 }
 
 at::Device stateDevice(const LayerState& state) {
-    return state.keys.defined() ? state.keys.device() : at::Device(at::kCPU);
+    return state.keys.defined() ? state.keys.device() : state.device;
 }
 
 }  // namespace

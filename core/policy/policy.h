@@ -7,6 +7,7 @@
 // state in applied(). Internal to core (uses ATen).
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -27,8 +28,11 @@ struct LayerState {
     int64_t numKvHeads = 0;   // Hkv
     const KvCache* cache = nullptr;
     // The layer's entries in cache order (KvCache::entries): keys after RoPE.
-    at::Tensor keys;          // [Hkv, L, D]
-    at::Tensor values;        // [Hkv, L, D]
+    // Filled only for policies whose PolicyInfo::usesKeys is set: gathering
+    // them costs a copy of the layer's cache on every planning step.
+    at::Tensor keys;          // [Hkv, L, D] or undefined
+    at::Tensor values;        // [Hkv, L, D] or undefined
+    at::Device device{at::kCPU};  // where the cache lives
     at::Tensor valid;         // [Hkv, L] bool, undefined when every head holds L entries
     std::vector<std::vector<int64_t>> positions;  // per KV head: true position of each entry
     int64_t budget = 0;       // B for this layer: entries per KV head after the trim
@@ -36,6 +40,11 @@ struct LayerState {
     int64_t promptLength = 0;
     double scale = 0;         // 1/sqrt(head_dim), for policies that recompute attention
     int64_t length(int64_t head) const { return static_cast<int64_t>(positions[head].size()); }
+    int64_t maxLength() const {  // L: the longest head
+        int64_t L = 0;
+        for (const auto& p : positions) L = std::max<int64_t>(L, static_cast<int64_t>(p.size()));
+        return L;
+    }
 };
 
 // What a step's forward pass showed a layer.

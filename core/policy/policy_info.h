@@ -34,6 +34,7 @@ struct PolicyInfo {
     std::string summary;     // one line: the rule
     Schedule defaultSchedule = Schedule::EveryStep;
     bool usesAttention = false;   // needs captured attention (costs memory/time)
+    bool usesKeys = false;        // reads the keys/values of LayerState (SnapKV family, knorm)
     std::vector<ParamSpec> params;  // the policy's own, then the common ones
 };
 

@@ -22,7 +22,7 @@ public:
 
 protected:
     at::Tensor score(const LayerState& state) override {
-        const int64_t H = state.numKvHeads, L = state.keys.size(1);
+        const int64_t H = state.numKvHeads, L = state.maxLength();
         at::Tensor s = at::zeros({H, L}, at::kFloat);
         float* p = s.data_ptr<float>();
         for (int64_t h = 0; h < H; ++h) {

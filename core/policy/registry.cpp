@@ -72,7 +72,9 @@ std::vector<ParamSpec> snapParams(std::vector<ParamSpec> extra = {}) {
 
 PolicyInfo info(std::string id, std::string name, std::string ref, std::string summary, Schedule s, bool attention,
                 std::vector<ParamSpec> params) {
-    return {std::move(id), std::move(name), std::move(ref), std::move(summary), s, attention, std::move(params)};
+    // Keys and values are gathered for the policies that score from them.
+    const bool keys = id == "snapkv" || id == "pyramidkv" || id == "adakv" || id == "andpro" || id == "knorm";
+    return {std::move(id), std::move(name), std::move(ref), std::move(summary), s, attention, keys, std::move(params)};
 }
 
 std::vector<PolicyInfo> buildRegistry() {

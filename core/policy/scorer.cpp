@@ -40,7 +40,7 @@ void finishPlan(Plan& plan) {
 
 // Scores on the CPU as fp32 [H, L], NaN wherever a rule decides or nothing is stored.
 at::Tensor displayScores(const at::Tensor& raw, const LayerState& state, const Plan& plan) {
-    const int64_t H = state.numKvHeads, L = state.keys.defined() ? state.keys.size(1) : 0;
+    const int64_t H = state.numKvHeads, L = state.maxLength();
     at::Tensor s = raw.defined() ? raw.to(at::kCPU, at::kFloat).contiguous().clone()
                                  : at::full({H, L}, std::numeric_limits<float>::quiet_NaN());
     float* p = s.data_ptr<float>();

@@ -50,6 +50,7 @@ PolicyRun::PolicyRun(const Model& model, PolicyConfig config, const BudgetSpec& 
       m_capture(capture) {
     const auto& c = model.config();
     m_track.assign(c.numLayers, std::vector<HeadTrack>(c.numKvHeads));
+    m_lastPlan.resize(c.numLayers);
     m_lastOutputs.resize(c.numLayers);
     m_lastAttention.resize(c.numLayers);
 }
@@ -64,10 +65,15 @@ LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
     s.numHeads = c.numHeads;
     s.numKvHeads = c.numKvHeads;
     s.cache = &m_cache;
-    KvCache::Entries e = m_cache.entries(layer);
-    s.keys = e.k;
-    s.values = e.v;
-    s.valid = e.valid;
+    s.device = m_model.device();
+    if (m_policy && m_policy->info().usesKeys) {
+        KvCache::Entries e = m_cache.entries(layer);
+        s.keys = e.k;
+        s.values = e.v;
+        s.valid = e.valid;
+    } else {
+        s.valid = m_cache.entryValid(layer);
+    }
     for (int64_t h = 0; h < c.numKvHeads; ++h) s.positions.push_back(m_cache.positions(layer, h));
     s.budget = m_budgets.perLayer[layer];
     s.seqLen = seqLen;
@@ -150,30 +156,35 @@ void PolicyRun::trim() {
     m_sinceTrim = 0;
 }
 
+namespace {
+
+// Rank as the selection orders: higher score first, ties to the more recent token.
+bool ranksBefore(float sa, int64_t pa, float sb, int64_t pb) { return sa != sb ? sa > sb : pa > pb; }
+
+}  // namespace
+
 void PolicyRun::record(int64_t layer, const std::vector<std::vector<int64_t>>& before, const Plan& plan) {
-    at::Tensor scores = plan.scores.defined() ? plan.scores.to(at::kCPU, at::kFloat).contiguous() : at::Tensor();
+    LastPlan& last = m_lastPlan[layer];
+    last.positions = before;
+    last.reasons = plan.reasons;
+    last.scores = plan.scores.defined() ? plan.scores.to(at::kCPU, at::kFloat).contiguous() : at::Tensor();
+    const float* sp = last.scores.defined() ? last.scores.data_ptr<float>() : nullptr;
+    const int64_t stride = last.scores.defined() ? last.scores.size(1) : 0;
     for (size_t h = 0; h < before.size(); ++h) {
         HeadTrack& t = m_track[layer][h];
-        struct Scored {
-            float score;
-            int64_t pos;
-        };
-        std::vector<Scored> scored;
-        t.cutoff = kNoScore;
+        const float* row = sp ? sp + static_cast<int64_t>(h) * stride : nullptr;
         for (size_t i = 0; i < before[h].size(); ++i) {
-            const int64_t pos = before[h][i];
             const KeepReason r = i < plan.reasons[h].size() ? plan.reasons[h][i] : KeepReason::Evicted;
-            t.status[pos] = statusOf(r);
-            const float s = scores.defined() ? scores[h][static_cast<int64_t>(i)].item<float>() : kNoScore;
-            t.score[pos] = s;
-            t.rank[pos] = -1;
-            if (!std::isnan(s)) scored.push_back({s, pos});
-            if (r == KeepReason::Score && !std::isnan(s) && (std::isnan(t.cutoff) || s < t.cutoff)) t.cutoff = s;
+            if (r != KeepReason::Evicted) continue;
+            const int64_t pos = before[h][i];
+            t.status[pos] = TokenStatus::Evicted;
+            t.score[pos] = row ? row[i] : kNoScore;
+            if (std::isnan(t.score[pos])) continue;
+            int32_t rank = 0;  // entries this plan ranked above the evicted one
+            for (size_t j = 0; j < before[h].size(); ++j)
+                if (!std::isnan(row[j]) && ranksBefore(row[j], before[h][j], row[i], pos)) ++rank;
+            t.rank[pos] = rank;
         }
-        // Rank as the selection does: higher score first, ties to the more recent token.
-        std::sort(scored.begin(), scored.end(),
-                  [](const Scored& a, const Scored& b) { return a.score != b.score ? a.score > b.score : a.pos > b.pos; });
-        for (size_t r = 0; r < scored.size(); ++r) t.rank[scored[r].pos] = static_cast<int32_t>(r);
     }
 }
 
@@ -232,10 +243,29 @@ void PolicyRun::fillTrace(PolicyTrace& out) const {
             ht.status = t.status;
             ht.score = t.score;
             ht.rank = t.rank;
-            ht.cutoff = t.cutoff;
             ht.held = m_cache.length(static_cast<int64_t>(l), static_cast<int64_t>(h));
+            describeHeld(m_lastPlan[l], h, ht);
         }
     }
+}
+
+void PolicyRun::describeHeld(const LastPlan& last, size_t h, HeadTrace& ht) {
+    if (h >= last.positions.size()) return;  // never planned: every held token is just held
+    const auto& pos = last.positions[h];
+    const float* row = last.scores.defined() ? last.scores.data_ptr<float>() + h * last.scores.size(1) : nullptr;
+    std::vector<size_t> scored;
+    for (size_t i = 0; i < pos.size(); ++i) {
+        const KeepReason r = i < last.reasons[h].size() ? last.reasons[h][i] : KeepReason::Evicted;
+        const float s = row ? row[i] : kNoScore;
+        if (!std::isnan(s)) scored.push_back(i);
+        if (r == KeepReason::Evicted) continue;
+        ht.status[pos[i]] = statusOf(r);
+        ht.score[pos[i]] = s;
+        if (r == KeepReason::Score && !std::isnan(s) && (std::isnan(ht.cutoff) || s < ht.cutoff)) ht.cutoff = s;
+    }
+    std::sort(scored.begin(), scored.end(),
+              [&](size_t a, size_t b) { return ranksBefore(row[a], pos[a], row[b], pos[b]); });
+    for (size_t r = 0; r < scored.size(); ++r) ht.rank[pos[scored[r]]] = static_cast<int32_t>(r);
 }
 
 AttentionMap PolicyRun::attentionMap() const {

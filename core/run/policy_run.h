@@ -52,11 +52,18 @@ public:
     AttentionMap attentionMap() const;                // the captured rows so far
 
 private:
+    // Evicted tokens are recorded when they leave (status, the score and rank
+    // that decided); the held ones are described by the layer's latest plan,
+    // read only when a Trace is built, so a step pays O(evicted), not O(L log L).
     struct HeadTrack {
-        std::vector<TokenStatus> status;  // by position
+        std::vector<TokenStatus> status;  // by position: Held, or Evicted
         std::vector<float> score;
         std::vector<int32_t> rank;
-        float cutoff = kNoScore;
+    };
+    struct LastPlan {
+        std::vector<std::vector<int64_t>> positions;  // per head: entry positions when planned
+        std::vector<std::vector<KeepReason>> reasons;
+        at::Tensor scores;                            // [Hkv, L] fp32 on the CPU, or undefined
     };
     void forward(const std::vector<int64_t>& tokens);
     void observeLayer(int64_t layer, const LayerCapture& cap, const std::vector<int64_t>& positions);
@@ -64,6 +71,7 @@ private:
     void trim();
     void record(int64_t layer, const std::vector<std::vector<int64_t>>& positionsBefore, const Plan& plan);
     LayerState state(int64_t layer, int64_t seqLen) const;
+    static void describeHeld(const LastPlan& last, size_t head, HeadTrace& out);
 
     const Model& m_model;
     PolicyConfig m_config;
@@ -77,6 +85,7 @@ private:
     at::Tensor m_logits;
     std::vector<at::Tensor> m_lastOutputs, m_lastAttention;
     std::vector<std::vector<HeadTrack>> m_track;  // [layer][kv head]
+    std::vector<LastPlan> m_lastPlan;             // [layer]
     std::vector<std::vector<float>> m_rows;       // captured attention rows, by query position
 };
 

@@ -31,9 +31,11 @@ TEST(KvCache, AppendTracksPositionsAndMemory) {
 }
 
 TEST(KvCache, RaggedApplyPadsMasksAndKeepsOrder) {
+    // 40 entries, 37 and 39 evicted: beyond the freed-column bound, so the
+    // kept entries are gathered into contiguous, padded storage.
     KvCache c(1, 2, 4, at::kFloat, at::kCPU, nullptr);
-    appendTokens(c, 0, 8, 0);
-    c.advance(8);
+    appendTokens(c, 0, 40, 0);
+    c.advance(40);
     c.apply(0, std::vector<std::vector<int64_t>>{{0, 3, 7}, {6}});
     EXPECT_EQ(c.positions(0, 0), (std::vector<int64_t>{0, 3, 7}));
     EXPECT_EQ(c.positions(0, 1), (std::vector<int64_t>{6}));
@@ -42,7 +44,7 @@ TEST(KvCache, RaggedApplyPadsMasksAndKeepsOrder) {
     appendTokens(c, 0, 1, 100);
     c.advance(1);
     at::Tensor pos = c.positionTensor(0);
-    EXPECT_TRUE(at::equal(pos, at::tensor({0, 3, 7, 8, 6, -1, -1, 8}, at::kLong).view({2, 4})));
+    EXPECT_TRUE(at::equal(pos, at::tensor({0, 3, 7, 40, 6, -1, -1, 40}, at::kLong).view({2, 4})));
     auto view = c.append(0, at::zeros({2, 1, 4}), at::zeros({2, 1, 4}));
     ASSERT_TRUE(view.valid.defined());
     EXPECT_TRUE(at::equal(view.valid, at::tensor({1, 1, 1, 1, 1, 1, 0, 0, 1, 1}, at::kLong).view({2, 5}).to(at::kBool)));
@@ -50,6 +52,38 @@ TEST(KvCache, RaggedApplyPadsMasksAndKeepsOrder) {
     EXPECT_FLOAT_EQ(view.k[0][2][0].item<float>(), 7.f);
     EXPECT_FLOAT_EQ(view.k[1][0][0].item<float>(), 6.f);
     EXPECT_FLOAT_EQ(view.k[1][3][0].item<float>(), 100.f);
+}
+
+TEST(KvCache, FewEvictionsFreeColumnsThatNewTokensReuse) {
+    // The every-step pattern: evict one entry per head (a different one per
+    // head), append one token. No data moves and no storage grows.
+    KvCache c(1, 2, 4, at::kFloat, at::kCPU, nullptr);
+    appendTokens(c, 0, 32, 0);
+    c.advance(32);
+    const uint64_t allocated = c.bytesAllocated();
+    for (int64_t step = 0; step < 100; ++step) {
+        std::vector<std::vector<int64_t>> keep(2);
+        for (int64_t h = 0; h < 2; ++h)
+            for (int64_t i = 0; i < c.length(0, h); ++i)
+                if (i != (h == 0 ? 0 : c.length(0, h) - 5)) keep[h].push_back(i);
+        c.apply(0, keep);
+        auto view = c.append(0, at::full({2, 1, 4}, 1000.f + step), at::full({2, 1, 4}, 1000.f + step));
+        c.advance(1);
+        EXPECT_EQ(view.k.size(1), 32) << "the new token reuses a freed column";
+        EXPECT_FALSE(view.valid.defined()) << "every column is in use again";
+    }
+    EXPECT_EQ(c.bytesAllocated(), allocated);
+    EXPECT_EQ(c.bytesHeld(), 2u * 32 * 2 * 4 * sizeof(float));
+    // Entry order is position order whatever the columns: head 0 dropped its
+    // oldest entry each step, so it holds positions 100..131.
+    ASSERT_EQ(c.positions(0, 0).size(), 32u);
+    EXPECT_EQ(c.positions(0, 0).front(), 100);
+    EXPECT_EQ(c.positions(0, 0).back(), 131);
+    auto e = c.entries(0);
+    for (int64_t i = 0; i < 32; ++i) {
+        const int64_t p = c.positions(0, 0)[i];
+        EXPECT_FLOAT_EQ(e.k[0][i][0].item<float>(), p < 32 ? float(p) : 1000.f + float(p - 32)) << i;
+    }
 }
 
 TEST(KvCache, EvictionShrinksTheAllocation) {
