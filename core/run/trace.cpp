@@ -25,32 +25,30 @@ double PolicyTrace::perplexity() const {
     return n ? std::exp(sum / static_cast<double>(n)) : std::nan("");
 }
 
-double PolicyTrace::meanKl() const {
+namespace {
+
+template <class F>
+double meanOver(const std::vector<StepMetrics>& metrics, F value) {
     if (metrics.empty()) return std::nan("");
     double sum = 0;
-    for (const auto& m : metrics) sum += m.kl;
+    for (const auto& m : metrics) sum += value(m);
     return sum / static_cast<double>(metrics.size());
 }
 
+}  // namespace
+
+double PolicyTrace::meanKl() const { return meanOver(metrics, [](const StepMetrics& m) { return m.kl; }); }
+
 double PolicyTrace::meanRetainedMass() const {
-    if (metrics.empty()) return std::nan("");
-    double sum = 0;
-    for (const auto& m : metrics) sum += m.retainedMass;
-    return sum / static_cast<double>(metrics.size());
+    return meanOver(metrics, [](const StepMetrics& m) { return m.retainedMass; });
 }
 
 double PolicyTrace::meanOutputCosine() const {
-    if (metrics.empty()) return std::nan("");
-    double sum = 0;
-    for (const auto& m : metrics) sum += m.outputCosine;
-    return sum / static_cast<double>(metrics.size());
+    return meanOver(metrics, [](const StepMetrics& m) { return m.outputCosine; });
 }
 
 double PolicyTrace::top1Agreement() const {
-    if (metrics.empty()) return std::nan("");
-    int64_t agree = 0;
-    for (const auto& m : metrics) agree += m.top1Agrees ? 1 : 0;
-    return static_cast<double>(agree) / static_cast<double>(metrics.size());
+    return meanOver(metrics, [](const StepMetrics& m) { return m.top1Agrees ? 1.0 : 0.0; });
 }
 
 }  // namespace kvlens
