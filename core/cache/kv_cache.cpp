@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -86,6 +87,7 @@ void KvCache::reserve(Layer& L, int64_t columns) {
 
 KvCache::LayerView KvCache::append(int64_t layer, const at::Tensor& k, const at::Tensor& v) {
     Layer& L = m_layers.at(layer);
+    L.indexValid = false;
     const int64_t n = k.size(1);
     if (k.size(0) != m_kvHeads || k.size(2) != m_headDim || !v.sizes().equals(k.sizes()))
         throw Error("KvCache::append: expected k and v of shape [" + std::to_string(m_kvHeads) + ", n, " +
@@ -127,17 +129,30 @@ bool KvCache::placeInHoles(Layer& L, const at::Tensor& k, const at::Tensor& v, i
         L.pos[h].push_back(m_seqLen);
         L.rot[h].push_back(rot0);
     }
-    at::Tensor col = hostLongs(cols, m_kvHeads, 1, m_device);
-    at::Tensor index = col.unsqueeze(-1).expand({m_kvHeads, 1, m_headDim});
-    L.k.scatter_(1, index, k.to(m_dtype));
-    L.v.scatter_(1, index, v.to(m_dtype));
     // Dense again once every freed column is reused and the heads are even.
     bool even = true;
     for (int64_t h = 0; h < m_kvHeads; ++h) even = even && static_cast<int64_t>(L.cols[h].size()) == L.used;
-    if (!holesLeft && even)
-        L.valid = at::Tensor();
-    else
-        L.valid.scatter_(1, col, true);
+    const bool dense = !holesLeft && even;
+    if (m_device.is_cpu()) {
+        // A handful of rows: plain copies beat a dozen small ATen dispatches.
+        const at::Tensor kc = k.to(m_dtype).contiguous(), vc = v.to(m_dtype).contiguous();
+        const size_t row = static_cast<size_t>(m_headDim) * at::elementSize(m_dtype);
+        auto* kd = static_cast<uint8_t*>(L.k.data_ptr());
+        auto* vd = static_cast<uint8_t*>(L.v.data_ptr());
+        const int64_t cap = L.k.size(1);
+        for (int64_t h = 0; h < m_kvHeads; ++h) {
+            std::memcpy(kd + (h * cap + cols[h]) * row, static_cast<const uint8_t*>(kc.data_ptr()) + h * row, row);
+            std::memcpy(vd + (h * cap + cols[h]) * row, static_cast<const uint8_t*>(vc.data_ptr()) + h * row, row);
+            if (!dense) L.valid.data_ptr<bool>()[h * cap + cols[h]] = true;
+        }
+    } else {
+        at::Tensor col = hostLongs(cols, m_kvHeads, 1, m_device);
+        at::Tensor index = col.unsqueeze(-1).expand({m_kvHeads, 1, m_headDim});
+        L.k.scatter_(1, index, k.to(m_dtype));
+        L.v.scatter_(1, index, v.to(m_dtype));
+        if (!dense) L.valid.scatter_(1, col, true);
+    }
+    if (dense) L.valid = at::Tensor();
     return true;
 }
 
@@ -171,8 +186,13 @@ bool KvCache::evictInPlace(Layer& L, const std::vector<std::vector<int64_t>>& ke
         L.pos[h] = std::move(pos);
         L.rot[h] = std::move(rot);
     }
-    auto opts = at::TensorOptions().dtype(at::kLong);
-    L.valid.index_put_({at::tensor(freedHead, opts).to(m_device), at::tensor(freedCol, opts).to(m_device)}, false);
+    if (m_device.is_cpu()) {
+        bool* valid = L.valid.data_ptr<bool>();
+        for (size_t i = 0; i < freedHead.size(); ++i) valid[freedHead[i] * L.valid.size(1) + freedCol[i]] = false;
+    } else {
+        auto opts = at::TensorOptions().dtype(at::kLong);
+        L.valid.index_put_({at::tensor(freedHead, opts).to(m_device), at::tensor(freedCol, opts).to(m_device)}, false);
+    }
     return true;
 }
 
@@ -204,6 +224,7 @@ void KvCache::apply(int64_t layer, const std::vector<int64_t>& keep) {
 void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep) {
     checkKeep(layer, keep);
     Layer& L = m_layers[layer];
+    L.indexValid = false;
     bool unchanged = true, equalLengths = true;
     int64_t newMax = 0;
     for (int64_t h = 0; h < m_kvHeads; ++h) {
@@ -270,6 +291,10 @@ void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep
 
 KvCache::Entries KvCache::entryIndex(int64_t layer, bool* identity) const {
     const Layer& L = m_layers.at(layer);
+    if (L.indexValid) {
+        *identity = L.indexIdentity;
+        return L.indexCache;
+    }
     int64_t maxLen = 0;
     *identity = true;  // entry i sits in column i for every head
     for (int64_t h = 0; h < m_kvHeads; ++h) {
@@ -289,6 +314,9 @@ KvCache::Entries KvCache::entryIndex(int64_t layer, bool* identity) const {
         at::Tensor lengths = hostLongs(lens, m_kvHeads, 1, m_device);
         e.valid = at::arange(maxLen, at::TensorOptions().dtype(at::kLong).device(m_device)).unsqueeze(0) < lengths;
     }
+    L.indexCache = e;
+    L.indexIdentity = *identity;
+    L.indexValid = true;
     return e;
 }
 
@@ -318,6 +346,27 @@ at::Tensor KvCache::entryValid(int64_t layer) const {
 }
 
 at::Tensor KvCache::byEntry(int64_t layer, const at::Tensor& x) const {
+    if (x.is_cpu() && x.scalar_type() == at::kFloat) {
+        // Host loop: one pass over the entries instead of a chain of small
+        // ATen ops (index build, repeat, gather, mask) on every step.
+        const Layer& L = m_layers.at(layer);
+        const int64_t H = x.size(0), n = x.size(1), S = x.size(2), G = H / m_kvHeads;
+        int64_t Lmax = 0;
+        for (const auto& c : L.cols) Lmax = std::max<int64_t>(Lmax, static_cast<int64_t>(c.size()));
+        at::Tensor out = at::zeros({H, n, Lmax}, x.options());
+        const at::Tensor xc = x.contiguous();
+        const float* src = xc.data_ptr<float>();
+        float* dst = out.data_ptr<float>();
+        for (int64_t h = 0; h < H; ++h) {
+            const auto& cols = L.cols[h / G];
+            for (int64_t i = 0; i < n; ++i) {
+                const float* s = src + (h * n + i) * S;
+                float* d = dst + (h * n + i) * Lmax;
+                for (size_t e = 0; e < cols.size(); ++e) d[e] = s[cols[e]];
+            }
+        }
+        return out;
+    }
     bool identity = true;
     const Entries e = entryIndex(layer, &identity);
     const int64_t H = x.size(0), n = x.size(1), G = H / m_kvHeads, Lmax = e.index.size(1);

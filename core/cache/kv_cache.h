@@ -103,6 +103,10 @@ private:
         std::vector<std::vector<int64_t>> pos;   // per head: true position of each entry
         std::vector<std::vector<int64_t>> rot;   // per head: position each key is rotated at
         std::vector<std::vector<int64_t>> holes; // per head: freed columns, reused by single-token appends
+        // entryIndex() of the current layout, built on first use after a change
+        // (observe and plan both need it every step).
+        mutable Entries indexCache;
+        mutable bool indexIdentity = false, indexValid = false;
     };
     bool placeInHoles(Layer& L, const at::Tensor& k, const at::Tensor& v, int64_t rot0);
     bool evictInPlace(Layer& L, const std::vector<std::vector<int64_t>>& keep);

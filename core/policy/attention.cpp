@@ -87,11 +87,22 @@ std::vector<int64_t> QueryWindow::positions(int64_t layer) const {
 }
 
 at::Tensor& EntryStats::grown(int64_t layer, int64_t heads, int64_t length, at::Device device) {
-    if (static_cast<int64_t>(m_layers.size()) <= layer) m_layers.resize(static_cast<size_t>(layer + 1));
+    if (static_cast<int64_t>(m_layers.size()) <= layer) {
+        m_layers.resize(static_cast<size_t>(layer + 1));
+        m_lengths.resize(static_cast<size_t>(layer + 1), 0);
+    }
     at::Tensor& t = m_layers[static_cast<size_t>(layer)];
-    if (!t.defined()) t = at::zeros({heads, 0}, at::TensorOptions().dtype(at::kFloat).device(device));
-    if (t.device() != device) t = t.to(device);
-    if (t.size(1) < length) t = at::constant_pad_nd(t, {0, length - t.size(1)}, 0);
+    int64_t& used = m_lengths[static_cast<size_t>(layer)];
+    if (t.defined() && t.device() != device) t = t.to(device);
+    const int64_t capacity = t.defined() ? t.size(1) : 0;
+    if (capacity < length) {
+        at::Tensor bigger = at::zeros({heads, std::max<int64_t>({length, capacity + capacity / 2, 16})},
+                                      at::TensorOptions().dtype(at::kFloat).device(device));
+        if (used > 0) bigger.narrow(1, 0, used).copy_(t.narrow(1, 0, used));
+        t = bigger;
+    }
+    if (used < length) t.narrow(1, used, length - used).zero_();  // new entries start from zero
+    used = std::max(used, length);
     return t;
 }
 
@@ -107,21 +118,44 @@ void EntryStats::realign(int64_t layer, const std::vector<std::vector<int64_t>>&
         newMax = std::max<int64_t>(newMax, static_cast<int64_t>(k.size()));
         if (!k.empty()) needed = std::max(needed, k.back() + 1);
     }
-    const at::Tensor t = grown(layer, static_cast<int64_t>(keep.size()), needed, m_layers[static_cast<size_t>(layer)].device());
-    std::vector<int64_t> idx(static_cast<size_t>(keep.size()) * newMax, 0), lens;
+    const auto heads = static_cast<int64_t>(keep.size());
+    at::Tensor& t = grown(layer, heads, needed, m_layers[static_cast<size_t>(layer)].device());
+    if (t.is_cpu() && t.is_contiguous()) {
+        // In place, row by row: kept indices are increasing, so each write
+        // lands at or before the entry it reads.
+        float* data = t.data_ptr<float>();
+        const int64_t cap = t.size(1);
+        for (int64_t h = 0; h < heads; ++h) {
+            float* row = data + h * cap;
+            const auto& k = keep[static_cast<size_t>(h)];
+            for (size_t i = 0; i < k.size(); ++i) row[i] = row[k[i]];
+            std::fill(row + k.size(), row + newMax, 0.0f);
+        }
+        m_lengths[static_cast<size_t>(layer)] = newMax;
+        return;
+    }
+    std::vector<int64_t> idx(static_cast<size_t>(heads * newMax), 0), lens;
     for (size_t h = 0; h < keep.size(); ++h) {
         std::copy(keep[h].begin(), keep[h].end(), idx.begin() + static_cast<int64_t>(h) * newMax);
         lens.push_back(static_cast<int64_t>(keep[h].size()));
     }
-    const auto heads = static_cast<int64_t>(keep.size());
     const at::Tensor index = at::tensor(idx, at::TensorOptions().dtype(at::kLong)).view({heads, newMax}).to(t.device());
-    const at::Tensor len = at::tensor(lens, at::TensorOptions().dtype(at::kLong)).view({heads, 1}).to(t.device());
-    m_layers[static_cast<size_t>(layer)] = t.gather(1, index).masked_fill_(columnIndex(newMax, t.device()) >= len, 0);
+    at::Tensor kept = t.narrow(1, 0, std::max<int64_t>(needed, 1)).gather(1, index);
+    if (newMax > 0) {
+        const at::Tensor len = at::tensor(lens, at::TensorOptions().dtype(at::kLong)).view({heads, 1}).to(t.device());
+        kept.masked_fill_(columnIndex(newMax, t.device()) >= len, 0);
+    }
+    t.narrow(1, 0, newMax).copy_(kept);  // gather made a copy: no overlap
+    m_lengths[static_cast<size_t>(layer)] = newMax;
 }
 
 void EntryStats::set(int64_t layer, const at::Tensor& stats) {
-    if (static_cast<int64_t>(m_layers.size()) <= layer) m_layers.resize(static_cast<size_t>(layer + 1));
+    if (static_cast<int64_t>(m_layers.size()) <= layer) {
+        m_layers.resize(static_cast<size_t>(layer + 1));
+        m_lengths.resize(static_cast<size_t>(layer + 1), 0);
+    }
     m_layers[static_cast<size_t>(layer)] = stats.to(at::kFloat);
+    m_lengths[static_cast<size_t>(layer)] = stats.size(1);
 }
 
 }  // namespace kvlens

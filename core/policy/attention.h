@@ -63,7 +63,10 @@ public:
     void realign(int64_t layer, const std::vector<std::vector<int64_t>>& keep);
 
 private:
-    std::vector<at::Tensor> m_layers;  // per layer [Hkv, >= L] fp32
+    // Storage with spare columns, so that the one entry a step adds costs no
+    // reallocation; columns past m_lengths[layer] are stale until grown.
+    std::vector<at::Tensor> m_layers;  // per layer [Hkv, capacity] fp32
+    std::vector<int64_t> m_lengths;    // per layer: columns in use
 };
 
 }  // namespace kvlens

@@ -5,7 +5,9 @@
 // the number of uses; ties keep the more recent position (the shared top-k).
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "core/policy/attention.h"
 #include "core/policy/policies.h"
@@ -22,6 +24,7 @@ public:
 
     void observe(const LayerState& state, const Observation& obs) override {
         if (!obs.probs.defined()) return;
+        if (obs.probs.is_cpu()) return observeOnHost(state, obs);
         const int64_t H = state.numKvHeads, n = obs.probs.size(1), L = obs.probs.size(2);
         const at::Tensor attn = reduceGroups(obs.probs.to(at::kFloat), H, config().gqa);  // [Hkv, n, L]
         const at::Device dev = attn.device();
@@ -47,6 +50,50 @@ public:
 
 protected:
     at::Tensor score(const LayerState& state) override { return m_stats.forState(state); }
+
+    // The same rule as the tensor path, as one loop on the CPU (a step's
+    // dozen small ATen ops cost more than the arithmetic).
+    void observeOnHost(const LayerState& state, const Observation& obs) {
+        const int64_t H = state.numKvHeads, Hq = obs.probs.size(0), n = obs.probs.size(1), L = obs.probs.size(2);
+        const int64_t G = Hq / H;
+        const at::Tensor probs = obs.probs.to(at::kFloat).contiguous();
+        const float* p = probs.data_ptr<float>();
+        at::Tensor& stats = m_stats.grown(state.layer, H, L, at::kCPU);
+        float* st = stats.data_ptr<float>();
+        const int64_t cap = stats.size(1);
+        std::vector<float> reduced(static_cast<size_t>(L));
+        for (int64_t h = 0; h < H; ++h) {
+            const auto& pos = state.positions[h];
+            for (int64_t i = 0; i < n; ++i) {
+                const int64_t q = obs.queryPositions[i];
+                int64_t seen = 0;
+                for (int64_t p0 : pos) seen += p0 <= q ? 1 : 0;
+                // As the tensor path rounds it: (1/n in fp32) × tau.
+                const float threshold = (1.0f / static_cast<float>(std::max<int64_t>(seen, 1))) * static_cast<float>(m_tau);
+                groupReduce(p, h, G, n, i, L, static_cast<int64_t>(pos.size()), reduced);
+                for (size_t e = 0; e < pos.size(); ++e) {
+                    const bool used = pos[e] == q || (pos[e] <= q && reduced[e] >= threshold);
+                    if (!used) continue;
+                    float& s = st[h * cap + static_cast<int64_t>(e)];
+                    s = m_frequency ? s + 1.0f : std::max(s, static_cast<float>(q));
+                }
+            }
+        }
+    }
+
+    // reduced[e] = the group's attention on entry e for query row i.
+    void groupReduce(const float* p, int64_t h, int64_t G, int64_t n, int64_t i, int64_t L, int64_t len,
+                     std::vector<float>& reduced) const {
+        const GqaReduce how = config().gqa;
+        for (int64_t e = 0; e < len; ++e) {
+            float acc = how == GqaReduce::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
+            for (int64_t g = 0; g < G; ++g) {
+                const float v = p[((h * G + g) * n + i) * L + e];
+                acc = how == GqaReduce::Max ? std::max(acc, v) : acc + v;
+            }
+            reduced[static_cast<size_t>(e)] = how == GqaReduce::Mean ? acc / static_cast<float>(G) : acc;
+        }
+    }
 
 private:
     bool m_frequency;  // LFU: count uses; LRU: remember the last one

@@ -96,7 +96,7 @@ Plan ScorerPolicy::plan(const LayerState& state) {
         // which keeps a whole head when it fits its budget.
         for (int64_t h = 0; h < H; ++h) {
             const int64_t slots = m_adaptive ? state.length(h) : B - prot[h].count();
-            chosen.push_back(topK(std::move(cands[h]), slots));
+            chosen.push_back(bestUnordered(std::move(cands[h]), slots));
         }
     }
     for (const auto& head : chosen)

@@ -79,6 +79,14 @@ std::vector<Candidate> topK(std::vector<Candidate> candidates, int64_t k) {
     return candidates;
 }
 
+std::vector<Candidate> bestUnordered(std::vector<Candidate> candidates, int64_t k) {
+    const auto n = static_cast<int64_t>(candidates.size());
+    k = std::max<int64_t>(0, std::min(k, n));
+    if (k < n) std::nth_element(candidates.begin(), candidates.begin() + k, candidates.end(), ranksBefore);
+    candidates.resize(static_cast<size_t>(k));
+    return candidates;
+}
+
 std::vector<std::vector<Candidate>> allocateAdaptive(const std::vector<std::vector<Candidate>>& candidates,
                                                      int64_t floorPerHead, int64_t slots) {
     std::vector<std::vector<Candidate>> chosen(candidates.size());

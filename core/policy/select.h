@@ -50,6 +50,10 @@ struct Candidate {
 bool ranksBefore(const Candidate& a, const Candidate& b);
 // The k best candidates (all of them if k >= size), best first.
 std::vector<Candidate> topK(std::vector<Candidate> candidates, int64_t k);
+// The same k candidates in no particular order, in linear time: what a plan
+// needs, since keep lists are rebuilt in entry order (the hot path of every
+// every_step policy, where k is nearly all of them).
+std::vector<Candidate> bestUnordered(std::vector<Candidate> candidates, int64_t k);
 
 // Ada-KV (FFY0/AdaKV, kvpress AdaKVPress): each head first takes its own best
 // min(floor, |its candidates|) (the safeguard), then what is left of the
