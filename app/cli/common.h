@@ -68,5 +68,6 @@ void addTokenizeCommand(CLI::App& app);
 void addGenerateCommand(CLI::App& app);
 void addCompareCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);
+void addTrainCommand(CLI::App& app);
 
 }  // namespace kvlens::cli

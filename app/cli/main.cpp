@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     kvlens::cli::addGenerateCommand(app);
     kvlens::cli::addCompareCommand(app);
     kvlens::cli::addBenchCommand(app);
+    kvlens::cli::addTrainCommand(app);
     if (argc > 1 && argv[1][0] != '-') {
         std::string known;
         bool found = false;

@@ -8,7 +8,22 @@
 
 namespace kvlens {
 namespace fs = std::filesystem;
+namespace {
 
+int64_t countParameters(const Weights& w, bool tied) {
+    int64_t params = w.embed.numel() + w.finalNorm.numel();
+    if (w.posEmbed.defined()) params += w.posEmbed.numel();
+    if (w.finalNormBias.defined()) params += w.finalNormBias.numel();
+    if (!tied) params += w.lmHead.numel();
+    for (const auto& lw : w.layers)
+        for (const at::Tensor* t : {&lw.attnNorm, &lw.attnNormBias, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.bq, &lw.bk,
+                                    &lw.bv, &lw.bo, &lw.qNorm, &lw.kNorm, &lw.mlpNorm, &lw.mlpNormBias, &lw.wGate,
+                                    &lw.wUp, &lw.bUp, &lw.wDown, &lw.bDown})
+            if (t->defined()) params += t->numel();
+    return params;
+}
+
+}  // namespace
 
 Model::Model(std::unique_ptr<Impl> impl) : m(std::move(impl)) {}
 Model::~Model() = default;
@@ -24,16 +39,20 @@ std::unique_ptr<Model> Model::load(const fs::path& dir, const RunSettings& setti
     impl->w = loadWeights(dir, impl->cfg, impl->dtype, impl->device, &impl->tied);
     if (impl->cfg.usesRope()) impl->rope = std::make_unique<Rope>(impl->cfg, impl->device);
 
-    int64_t params = impl->w.embed.numel() + impl->w.finalNorm.numel();
-    if (impl->w.posEmbed.defined()) params += impl->w.posEmbed.numel();
-    if (impl->w.finalNormBias.defined()) params += impl->w.finalNormBias.numel();
-    if (!impl->tied) params += impl->w.lmHead.numel();
-    for (const auto& lw : impl->w.layers)
-        for (const at::Tensor* t : {&lw.attnNorm, &lw.attnNormBias, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.bq, &lw.bk,
-                                    &lw.bv, &lw.bo, &lw.qNorm, &lw.kNorm, &lw.mlpNorm, &lw.mlpNormBias, &lw.wGate,
-                                    &lw.wUp, &lw.bUp, &lw.wDown, &lw.bDown})
-            if (t->defined()) params += t->numel();
-    impl->params = params;
+    impl->params = countParameters(impl->w, impl->tied);
+    return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
+std::unique_ptr<Model> Model::fromWeights(const ModelConfig& cfg, const Weights& weights, at::Device device) {
+    if (!cfg.usesRope()) throw ArgumentError("Model::fromWeights: only rotary (llama-family) models");
+    auto impl = std::make_unique<Impl>();
+    impl->cfg = cfg;
+    impl->device = device;
+    impl->dtype = weights.embed.scalar_type();
+    impl->w = weights;
+    impl->tied = weights.lmHead.is_same(weights.embed);
+    impl->rope = std::make_unique<Rope>(impl->cfg, impl->device);
+    impl->params = countParameters(impl->w, impl->tied);
     return std::unique_ptr<Model>(new Model(std::move(impl)));
 }
 

@@ -17,6 +17,8 @@
 
 namespace kvlens {
 
+struct Weights;
+
 // What one layer computed in a forward step, handed to an observer while it
 // is still in memory (so a long prompt never holds every layer's attention).
 struct LayerCapture {
@@ -46,6 +48,10 @@ public:
     // Throws FormatError / ModelError naming the file and tensor at fault,
     // ArgumentError for a bad device or dtype.
     static std::unique_ptr<Model> load(const std::filesystem::path& dir, const RunSettings& settings = {});
+    // Core-internal (Weights is in model_impl.h): a model over tensors held in
+    // memory, sharing their storage, so that the trainer's autograd leaves are
+    // the weights forward() reads. Llama family only (rotary positions).
+    static std::unique_ptr<Model> fromWeights(const ModelConfig& cfg, const Weights& weights, at::Device device);
     ~Model();
 
     const ModelConfig& config() const;

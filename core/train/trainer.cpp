@@ -1,0 +1,445 @@
+#include "core/train/trainer.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/serialize.h>
+
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/eval/corpus.h"
+#include "core/eval/vocabulary.h"
+#include "core/model/device_internal.h"
+#include "core/model/model_impl.h"
+#include "core/model/safetensors.h"
+#include "core/model/weights.h"
+
+namespace kvlens {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr double kInitStd = 0.02;
+constexpr double kNormEps = 1e-5;
+
+uint64_t splitmix(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+int64_t bundledVocabSize() {
+    const int64_t n = eval::Vocabulary::bundled().size();
+    return (n + 7) / 8 * 8;  // a spare row or few; keeps matmul shapes aligned
+}
+
+// Every trainable tensor in file order with its shape (the names and layouts
+// loadLlamaLayer reads).
+std::vector<std::pair<std::string, std::vector<int64_t>>> parameterShapes(const ModelConfig& c) {
+    const int64_t E = c.hiddenSize, D = c.headDim, Hq = c.numHeads, Hkv = c.numKvHeads, F = c.intermediateSize;
+    std::vector<std::pair<std::string, std::vector<int64_t>>> s;
+    s.push_back({"model.embed_tokens.weight", {c.vocabSize, E}});
+    for (int64_t i = 0; i < c.numLayers; ++i) {
+        const std::string p = "model.layers." + std::to_string(i) + ".";
+        s.push_back({p + "input_layernorm.weight", {E}});
+        s.push_back({p + "self_attn.q_proj.weight", {Hq * D, E}});
+        s.push_back({p + "self_attn.k_proj.weight", {Hkv * D, E}});
+        s.push_back({p + "self_attn.v_proj.weight", {Hkv * D, E}});
+        s.push_back({p + "self_attn.o_proj.weight", {E, Hq * D}});
+        s.push_back({p + "post_attention_layernorm.weight", {E}});
+        s.push_back({p + "mlp.gate_proj.weight", {F, E}});
+        s.push_back({p + "mlp.up_proj.weight", {F, E}});
+        s.push_back({p + "mlp.down_proj.weight", {E, F}});
+    }
+    s.push_back({"model.norm.weight", {E}});
+    return s;
+}
+
+bool endsWith(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Builds m.model over m.parameters (no copies: the Weights share storage).
+void assemble(TrainableModel& m) {
+    std::map<std::string, at::Tensor> byName(m.parameters.begin(), m.parameters.end());
+    Weights w;
+    w.embed = byName.at("model.embed_tokens.weight");
+    w.layers.resize(m.config.numLayers);
+    for (int64_t i = 0; i < m.config.numLayers; ++i) {
+        const std::string p = "model.layers." + std::to_string(i) + ".";
+        LayerWeights& lw = w.layers[i];
+        lw.attnNorm = byName.at(p + "input_layernorm.weight");
+        lw.wq = byName.at(p + "self_attn.q_proj.weight");
+        lw.wk = byName.at(p + "self_attn.k_proj.weight");
+        lw.wv = byName.at(p + "self_attn.v_proj.weight");
+        lw.wo = byName.at(p + "self_attn.o_proj.weight");
+        lw.mlpNorm = byName.at(p + "post_attention_layernorm.weight");
+        lw.wGate = byName.at(p + "mlp.gate_proj.weight");
+        lw.wUp = byName.at(p + "mlp.up_proj.weight");
+        lw.wDown = byName.at(p + "mlp.down_proj.weight");
+    }
+    w.finalNorm = byName.at("model.norm.weight");
+    w.lmHead = w.embed;  // tied
+    m.model = Model::fromWeights(m.config, w, at::kCPU);
+}
+
+void writeTextAtomically(const fs::path& file, const std::string& text) {
+    const fs::path tmp = file.string() + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::binary);
+        out << text;
+        if (!out) throw Error(tmp.string() + ": cannot write");
+    }
+    fs::rename(tmp, file);
+}
+
+json optionsJson(const TrainOptions& o) {
+    return {{"seed", o.seed}, {"steps", o.steps}, {"batch", o.batch}, {"curriculum", o.curriculum},
+            {"lr", o.lr}, {"min_lr", o.minLr}, {"warmup_steps", o.warmupSteps}, {"weight_decay", o.weightDecay},
+            {"grad_clip", o.gradClip}, {"needle_fraction", o.needleFraction},
+            {"checkpoint_every", o.checkpointEvery}, {"threads", o.threads},
+            {"save_dtype", o.saveDtype == SaveDtype::F32 ? "f32" : o.saveDtype == SaveDtype::BF16 ? "bf16" : "auto"},
+            {"layers", o.layers}, {"hidden", o.hidden}, {"heads", o.heads}, {"kv_heads", o.kvHeads},
+            {"intermediate", o.intermediate}, {"max_positions", o.maxPositions}, {"rope_theta", o.ropeTheta}};
+}
+
+TrainOptions optionsFromJson(const json& j, const fs::path& dir) {
+    TrainOptions o;
+    o.outDir = dir;
+    o.seed = j.at("seed"); o.steps = j.at("steps"); o.batch = j.at("batch");
+    o.curriculum = j.at("curriculum"); o.lr = j.at("lr"); o.minLr = j.at("min_lr");
+    o.warmupSteps = j.at("warmup_steps"); o.weightDecay = j.at("weight_decay"); o.gradClip = j.at("grad_clip");
+    o.needleFraction = j.at("needle_fraction"); o.checkpointEvery = j.at("checkpoint_every");
+    o.threads = j.at("threads");
+    const std::string d = j.at("save_dtype");
+    o.saveDtype = d == "f32" ? SaveDtype::F32 : d == "bf16" ? SaveDtype::BF16 : SaveDtype::Auto;
+    o.layers = j.at("layers"); o.hidden = j.at("hidden"); o.heads = j.at("heads"); o.kvHeads = j.at("kv_heads");
+    o.intermediate = j.at("intermediate"); o.maxPositions = j.at("max_positions"); o.ropeTheta = j.at("rope_theta");
+    return o;
+}
+
+fs::path checkpointDir(const fs::path& out) { return out / "checkpoint"; }
+
+json readState(const fs::path& out) {
+    fs::path dir = checkpointDir(out);
+    // A crash between the two renames of writeCheckpoint leaves only the old one.
+    if (!fs::exists(dir / "state.json") && fs::exists(out / "checkpoint.old" / "state.json")) {
+        fs::rename(out / "checkpoint.old", dir);
+    }
+    std::ifstream in(dir / "state.json");
+    if (!in) throw ArgumentError((dir / "state.json").string() + ": no checkpoint to resume from");
+    try {
+        return json::parse(in);
+    } catch (const json::exception& e) {
+        throw FormatError((dir / "state.json").string(), e.what());
+    }
+}
+
+// Options that change what an uninterrupted run computes must not change on resume.
+void checkResumable(const TrainOptions& o, const json& stored, const fs::path& file) {
+    json now = optionsJson(o);
+    std::string diff;
+    for (auto it = now.begin(); it != now.end(); ++it) {
+        const std::string& k = it.key();
+        if (k == "steps" || k == "threads" || k == "checkpoint_every") continue;
+        if (!stored.contains(k) || stored[k] != it.value())
+            diff += (diff.empty() ? "" : ", ") + k + " (checkpoint " + (stored.contains(k) ? stored[k].dump() : "-") +
+                    ", now " + it.value().dump() + ")";
+    }
+    if (!diff.empty()) throw ArgumentError(file.string() + ": the options differ from the checkpoint's: " + diff);
+}
+
+void writeCheckpoint(const TrainOptions& o, const TrainableModel& m, torch::optim::AdamW& opt, int64_t done) {
+    const fs::path tmp = o.outDir / "checkpoint.tmp", dir = checkpointDir(o.outDir), old = o.outDir / "checkpoint.old";
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    writeModelDir(m, tmp, /*bf16=*/false);  // exact f32: what a resumed run continues from
+    torch::save(opt, (tmp / "optimizer.pt").string());
+    writeTextAtomically(tmp / "state.json", json{{"step", done}, {"options", optionsJson(o)}}.dump(2) + "\n");
+    fs::remove_all(old);
+    if (fs::exists(dir)) fs::rename(dir, old);
+    fs::rename(tmp, dir);
+    fs::remove_all(old);
+
+    int64_t numel = 0;
+    for (const auto& p : m.parameters) numel += p.second.numel();
+    const bool bf16 = o.saveDtype == SaveDtype::BF16 ||
+                      (o.saveDtype == SaveDtype::Auto && uint64_t(numel) * 4 > kMaxModelBytes);
+    writeModelDir(m, o.outDir, bf16);
+}
+
+const char* kCsvHeader = "step,seq_len,lr,loss,fact_acc,seconds,tokens_per_s";
+
+// A fresh log, or on resume the log cut back to the checkpoint's step (the
+// interrupted run may have logged steps past it).
+std::ofstream openLog(const fs::path& file, int64_t keepUpTo) {
+    std::vector<std::string> kept{kCsvHeader};
+    if (keepUpTo > 0) {
+        std::ifstream in(file);
+        std::string line;
+        std::getline(in, line);
+        while (std::getline(in, line))
+            if (!line.empty() && std::stoll(line.substr(0, line.find(','))) <= keepUpTo) kept.push_back(line);
+    }
+    std::ofstream out(file, std::ios::trunc);
+    for (const auto& l : kept) out << l << "\n";
+    if (!out) throw Error(file.string() + ": cannot write");
+    return out;
+}
+
+void validate(const TrainOptions& o) {
+    if (o.outDir.empty()) throw ArgumentError("train: give an output directory");
+    if (o.steps <= 0 || o.batch <= 0 || o.checkpointEvery <= 0)
+        throw ArgumentError("train: steps, batch and the checkpoint interval must be positive");
+    if (o.lr <= 0 || o.minLr < 0 || o.minLr > o.lr) throw ArgumentError("train: need 0 <= min lr <= lr, lr > 0");
+    if (o.needleFraction < 0 || o.needleFraction > 1) throw ArgumentError("train: needle fraction outside [0, 1]");
+    for (const auto& s : parseCurriculum(o.curriculum))
+        if (s.seqLen > o.maxPositions)
+            throw ArgumentError("train: curriculum length " + std::to_string(s.seqLen) + " exceeds max positions " +
+                                std::to_string(o.maxPositions));
+}
+
+}  // namespace
+
+std::vector<CurriculumStage> parseCurriculum(const std::string& text) {
+    std::vector<CurriculumStage> stages;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        const auto colon = item.find(':');
+        try {
+            size_t used = 0;
+            CurriculumStage s{std::stoll(item.substr(0, colon), &used), INT64_MAX};
+            if (colon != std::string::npos) s.untilStep = std::stoll(item.substr(colon + 1));
+            if (s.seqLen < 2 || (!stages.empty() && s.untilStep <= stages.back().untilStep) ||
+                (!stages.empty() && stages.back().untilStep == INT64_MAX))
+                throw std::invalid_argument("order");
+            stages.push_back(s);
+        } catch (const std::exception&) {
+            throw ArgumentError("curriculum: bad stage '" + item + "' in '" + text +
+                                "' (expected LEN:UNTIL_STEP,..., LEN >= 2, steps increasing)");
+        }
+    }
+    if (stages.empty()) throw ArgumentError("curriculum: empty");
+    return stages;
+}
+
+int64_t sequenceLength(const std::vector<CurriculumStage>& stages, int64_t step) {
+    for (const auto& s : stages)
+        if (step < s.untilStep) return s.seqLen;
+    return stages.back().seqLen;
+}
+
+double learningRate(const TrainOptions& o, int64_t step) {
+    if (step < o.warmupSteps) return o.lr * double(step + 1) / double(o.warmupSteps);
+    const double span = std::max<int64_t>(1, o.steps - o.warmupSteps);
+    const double t = std::min(1.0, double(step - o.warmupSteps) / span);
+    return o.minLr + 0.5 * (o.lr - o.minLr) * (1.0 + std::cos(M_PI * t));
+}
+
+std::string configJson(const ModelConfig& c, const std::string& torchDtype) {
+    json j = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
+              {"vocab_size", c.vocabSize}, {"hidden_size", c.hiddenSize},
+              {"intermediate_size", c.intermediateSize}, {"num_hidden_layers", c.numLayers},
+              {"num_attention_heads", c.numHeads}, {"num_key_value_heads", c.numKvHeads},
+              {"head_dim", c.headDim}, {"max_position_embeddings", c.maxPositions},
+              {"rms_norm_eps", c.normEps}, {"rope_theta", c.ropeTheta}, {"rope_scaling", nullptr},
+              {"hidden_act", "silu"}, {"attention_bias", false}, {"mlp_bias", false},
+              {"tie_word_embeddings", true}, {"initializer_range", kInitStd}, {"use_cache", true},
+              {"bos_token_id", eval::kBosId}, {"eos_token_id", eval::kEosId}, {"pad_token_id", eval::kPadId},
+              {"torch_dtype", torchDtype}};
+    return j.dump(2) + "\n";
+}
+
+ModelConfig trainConfig(const TrainOptions& o) {
+    ModelConfig c;
+    c.vocabSize = bundledVocabSize();
+    c.hiddenSize = o.hidden;
+    c.intermediateSize = o.intermediate;
+    c.numLayers = o.layers;
+    c.numHeads = o.heads;
+    c.numKvHeads = o.kvHeads;
+    c.headDim = o.heads > 0 ? o.hidden / o.heads : 0;
+    c.maxPositions = o.maxPositions;
+    c.normEps = kNormEps;
+    c.ropeTheta = o.ropeTheta;
+    if (o.heads <= 0 || o.hidden % o.heads != 0)
+        throw ArgumentError("train: hidden (" + std::to_string(o.hidden) + ") must be a multiple of heads");
+    return parseConfig(configJson(c, "float32"), "train options");
+}
+
+TrainableModel initModel(const ModelConfig& cfg, uint64_t seed) {
+    TrainableModel m;
+    m.config = cfg;
+    eval::Rng rng(splitmix(seed ^ 0x1417ull));
+    const double outScale = 1.0 / std::sqrt(2.0 * double(cfg.numLayers));  // residual branches add up
+    for (const auto& [name, shape] : parameterShapes(cfg)) {
+        int64_t numel = 1;
+        for (int64_t d : shape) numel *= d;
+        std::vector<float> v(static_cast<size_t>(numel), 1.0f);  // norms
+        if (shape.size() == 2) {
+            const bool out = endsWith(name, "o_proj.weight") || endsWith(name, "down_proj.weight");
+            const double sd = kInitStd * (out ? outScale : 1.0);
+            for (float& x : v) {  // Box-Muller on our own draws: the same init on every platform
+                const double u1 = 1.0 - rng.unit(), u2 = rng.unit();
+                x = float(sd * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+            }
+        }
+        at::Tensor t = at::tensor(v, at::TensorOptions().dtype(at::kFloat)).view(shape);
+        m.parameters.push_back({name, t.requires_grad_(true)});
+    }
+    assemble(m);
+    return m;
+}
+
+TrainableModel loadTrainable(const fs::path& dir) {
+    TrainableModel m;
+    m.config = loadConfig(dir / "config.json");
+    WeightStore store = WeightStore::open(dir);
+    for (const auto& [name, shape] : parameterShapes(m.config))
+        m.parameters.push_back({name, store.get(name, shape, at::kFloat, at::kCPU).requires_grad_(true)});
+    assemble(m);
+    return m;
+}
+
+void writeModelDir(const TrainableModel& m, const fs::path& dir, bool bf16) {
+    fs::create_directories(dir);
+    std::vector<at::Tensor> held;
+    std::vector<TensorBlob> blobs;
+    for (const auto& [name, t] : m.parameters) {
+        held.push_back(t.detach().to(bf16 ? at::kBFloat16 : at::kFloat).contiguous());
+        blobs.push_back({name, bf16 ? DType::BF16 : DType::F32, held.back().sizes().vec(), held.back().data_ptr()});
+    }
+    const fs::path weights = dir / "model.safetensors", tmp = dir / "model.safetensors.tmp";
+    writeSafetensors(tmp, blobs, {{"format", "pt"}});
+    fs::rename(tmp, weights);
+    writeTextAtomically(dir / "config.json", configJson(m.config, bf16 ? "bfloat16" : "float32"));
+    eval::Vocabulary::bundled().writeTokenizerJson(dir / "tokenizer.json");
+}
+
+TrainSequence trainingSequence(const TrainOptions& o, int64_t step, int64_t index, int64_t seqLen) {
+    eval::Rng rng(splitmix(splitmix(splitmix(o.seed) ^ uint64_t(step)) ^ uint64_t(index)));
+    const bool needle = rng.chance(o.needleFraction);
+    const eval::CorpusOptions co = needle ? eval::needleStyleOptions() : eval::CorpusOptions{};
+    const eval::Document doc = eval::generateDocument(co, rng.next(), seqLen - 1);
+    const auto& vocab = eval::Vocabulary::bundled();
+    TrainSequence s;
+    s.tokens.reserve(static_cast<size_t>(seqLen));
+    s.tokens.push_back(eval::kBosId);
+    for (const auto& w : doc.words) {
+        auto id = vocab.id(w);
+        if (!id) throw Error("corpus word '" + w + "' is not in the bundled vocabulary");
+        s.tokens.push_back(*id);
+    }
+    // Word p is token p + 1, i.e. target p.
+    for (const auto& a : doc.answers)
+        if (a.kind == eval::AnswerKind::Fact) s.factTargets.push_back(a.position);
+    return s;
+}
+
+at::Tensor sequenceLoss(const Model& model, const TrainSequence& seq, int64_t* correctFacts) {
+    const std::vector<int64_t> inputs(seq.tokens.begin(), seq.tokens.end() - 1);
+    at::Tensor targets = at::tensor(std::vector<int64_t>(seq.tokens.begin() + 1, seq.tokens.end()),
+                                    at::TensorOptions().dtype(at::kLong));
+    KvCache cache = model.newCache();
+    at::Tensor logits = model.forward(inputs, cache).logits;  // [n, V]
+    if (correctFacts) {
+        at::Tensor pred = logits.detach().argmax(-1);
+        auto p = pred.accessor<int64_t, 1>();
+        *correctFacts = 0;
+        for (int64_t i : seq.factTargets) *correctFacts += p[i] == seq.tokens[i + 1];
+    }
+    return at::cross_entropy_loss(logits, targets);
+}
+
+TrainOptions loadTrainOptions(const fs::path& dir) {
+    json state = readState(dir);
+    return optionsFromJson(state.at("options"), dir);
+}
+
+TrainResult train(const TrainOptions& o, const TrainProgress& progress) {
+    validate(o);
+    const auto stages = parseCurriculum(o.curriculum);
+    applyThreads(o.threads);
+    fs::create_directories(o.outDir);
+    TrainResult r;
+    TrainableModel m;
+    if (o.resume) {
+        json state = readState(o.outDir);
+        checkResumable(o, state.at("options"), checkpointDir(o.outDir) / "state.json");
+        m = loadTrainable(checkpointDir(o.outDir));
+        r.startStep = state.at("step").get<int64_t>();
+    } else {
+        if (fs::exists(checkpointDir(o.outDir)))
+            throw ArgumentError(o.outDir.string() + " already holds a training run: resume it or choose another directory");
+        m = initModel(trainConfig(o), o.seed);
+    }
+    std::vector<at::Tensor> params, decay, noDecay;
+    for (const auto& p : m.parameters) {
+        params.push_back(p.second);
+        (p.second.dim() >= 2 ? decay : noDecay).push_back(p.second);
+    }
+    r.parameters = m.model->parameterCount();
+    using torch::optim::AdamWOptions;
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    auto adamw = [&](double wd) {
+        return AdamWOptions(o.lr).betas(std::make_tuple(0.9, 0.95)).weight_decay(wd);  // beta2 0.95: short runs
+    };
+    groups.emplace_back(decay, std::make_unique<AdamWOptions>(adamw(o.weightDecay)));
+    groups.emplace_back(noDecay, std::make_unique<AdamWOptions>(adamw(0.0)));
+    torch::optim::AdamW opt(std::move(groups), adamw(o.weightDecay));
+    if (o.resume) torch::load(opt, (checkpointDir(o.outDir) / "optimizer.pt").string());
+    std::ofstream log = openLog(o.outDir / "train_log.csv", r.startStep);
+
+    int64_t step = r.startStep;
+    for (; step < o.steps; ++step) {
+        const auto t0 = std::chrono::steady_clock::now();
+        StepReport rep;
+        rep.steps = o.steps;
+        rep.seqLen = sequenceLength(stages, step);
+        rep.lr = learningRate(o, step);
+        for (auto& g : opt.param_groups()) static_cast<AdamWOptions&>(g.options()).lr(rep.lr);
+        opt.zero_grad();
+        int64_t facts = 0, correct = 0;
+        for (int64_t b = 0; b < o.batch; ++b) {
+            // One sequence at a time: its graph is freed before the next is built.
+            const TrainSequence seq = trainingSequence(o, step, b, rep.seqLen);
+            int64_t c = 0;
+            at::Tensor loss = sequenceLoss(*m.model, seq, &c);
+            loss.div(double(o.batch)).backward();
+            rep.loss += loss.item<double>() / double(o.batch);
+            facts += static_cast<int64_t>(seq.factTargets.size());
+            correct += c;
+        }
+        torch::nn::utils::clip_grad_norm_(params, o.gradClip);
+        opt.step();
+        rep.step = step + 1;
+        rep.factAccuracy = facts ? double(correct) / double(facts) : -1.0;
+        rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        rep.tokensPerSecond = double(o.batch * (rep.seqLen - 1)) / rep.seconds;
+        rep.model = m.model.get();
+        rep.checkpointed = rep.step % o.checkpointEvery == 0 || rep.step == o.steps;
+        if (rep.checkpointed) writeCheckpoint(o, m, opt, rep.step);
+        log << rep.step << ',' << rep.seqLen << ',' << rep.lr << ',' << rep.loss << ',' << rep.factAccuracy << ','
+            << rep.seconds << ',' << rep.tokensPerSecond << std::endl;
+        r.losses.push_back(rep.loss);
+        if (progress && !progress(rep)) {
+            if (!rep.checkpointed) writeCheckpoint(o, m, opt, rep.step);
+            ++step;
+            break;
+        }
+    }
+    r.endStep = step;
+    return r;
+}
+
+}  // namespace kvlens

@@ -1,0 +1,133 @@
+#pragma once
+// The trainer of the bundled model kvlens-tiny: a llama-family (GQA) model
+// trained from scratch on CPU with LibTorch autograd, on the synthetic corpus
+// of core/eval. The forward pass is Model::forward itself (over in-memory
+// weights, one fresh KvCache per sequence), so what is trained is exactly
+// what inference runs. Internal to core and the CLI (uses ATen).
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/model/config.h"
+#include "core/model/model.h"
+
+namespace kvlens {
+
+enum class SaveDtype { Auto, F32, BF16 };  // Auto: f32 when the weights fit kMaxModelBytes, else bf16
+
+// The bundled model must stay small enough to ship (SPEC "Models").
+inline constexpr uint64_t kMaxModelBytes = 8ull << 20;
+
+struct TrainOptions {
+    std::filesystem::path outDir;  // the HF model directory written at every checkpoint
+    uint64_t seed = 1;
+    int64_t steps = 6000;
+    int64_t batch = 8;
+    // "LEN:UNTIL,LEN:UNTIL,...,LEN": sequences of LEN tokens (<bos> included)
+    // until step UNTIL (exclusive); the last stage runs to the end. Short
+    // sequences first: they are cheap and teach grammar and local retrieval.
+    std::string curriculum = "256:2500,512:5000,1024";
+    double lr = 2e-3;
+    double minLr = 2e-4;        // end of the cosine decay
+    int64_t warmupSteps = 100;  // linear from 0
+    double weightDecay = 0.05;  // matrices only (not norms)
+    double gradClip = 1.0;      // max global L2 norm
+    double needleFraction = 0.25;  // share of sequences drawn with needleStyleOptions()
+    int64_t checkpointEvery = 100;
+    int threads = 0;  // 0: LibTorch's default
+    SaveDtype saveDtype = SaveDtype::Auto;
+    bool resume = false;  // continue from outDir/checkpoint (options must match, except steps/threads/checkpointEvery)
+
+    // Model shape (llama, tied embeddings; vocab = the bundled vocabulary rounded up to 8).
+    int64_t layers = 4;
+    int64_t hidden = 256;
+    int64_t heads = 8;
+    int64_t kvHeads = 2;
+    int64_t intermediate = 704;
+    int64_t maxPositions = 2048;
+    double ropeTheta = 10000.0;
+};
+
+struct CurriculumStage {
+    int64_t seqLen;
+    int64_t untilStep;  // exclusive; INT64_MAX for the last stage
+};
+// Throws ArgumentError naming the bad element.
+std::vector<CurriculumStage> parseCurriculum(const std::string& text);
+int64_t sequenceLength(const std::vector<CurriculumStage>& stages, int64_t step);
+// Warmup then cosine decay from lr to minLr over the run.
+double learningRate(const TrainOptions& o, int64_t step);
+
+// The shape of o, validated by a round trip through config.json's parser.
+ModelConfig trainConfig(const TrainOptions& o);
+// config.json of a llama model (model_type "llama", tied, bos/eos/pad ids).
+std::string configJson(const ModelConfig& c, const std::string& torchDtype);
+
+// A model over trainable f32 CPU tensors: `model` reads `parameters` (shared
+// storage), so optimiser updates are what the next forward sees.
+struct TrainableModel {
+    ModelConfig config;
+    std::vector<std::pair<std::string, at::Tensor>> parameters;  // HF names, file order
+    std::unique_ptr<Model> model;
+};
+// Seeded init (platform-independent draws): N(0, 0.02) matrices, output
+// projections scaled by 1/sqrt(2 layers), norms at 1, tied embeddings.
+TrainableModel initModel(const ModelConfig& cfg, uint64_t seed);
+// The f32 tensors of a model directory (a checkpoint) as trainable parameters.
+TrainableModel loadTrainable(const std::filesystem::path& dir);
+// config.json + model.safetensors (+ tokenizer.json of the bundled vocabulary).
+void writeModelDir(const TrainableModel& m, const std::filesystem::path& dir, bool bf16);
+
+// The training sequence of (seed, step, index): <bos> + a corpus document,
+// seqLen tokens in all, and the positions (into the targets, i.e. tokens
+// 1..) of its Fact answers. Depends on nothing else, so a resumed run draws
+// the batches an uninterrupted one would.
+struct TrainSequence {
+    std::vector<int64_t> tokens;      // [seqLen]: inputs tokens[0..n-2], targets tokens[1..n-1]
+    std::vector<int64_t> factTargets;  // indices into the targets
+};
+TrainSequence trainingSequence(const TrainOptions& o, int64_t step, int64_t index, int64_t seqLen);
+
+// Mean next-token cross-entropy of a sequence under the model (autograd
+// flows to the model's weights). Fills `correctFacts` with how many Fact
+// targets the argmax predicts, when given.
+at::Tensor sequenceLoss(const Model& model, const TrainSequence& seq, int64_t* correctFacts = nullptr);
+
+struct StepReport {
+    int64_t step = 0;  // steps completed (1-based)
+    int64_t steps = 0;
+    int64_t seqLen = 0;
+    double lr = 0;
+    double loss = 0;          // mean over the batch
+    double factAccuracy = 0;  // argmax accuracy on code-digit answers (-1: none in the batch)
+    double seconds = 0;       // this step
+    double tokensPerSecond = 0;
+    bool checkpointed = false;
+    const Model* model = nullptr;  // the model being trained, weights as saved when checkpointed
+};
+// Return false to stop after this step (a checkpoint is written first).
+using TrainProgress = std::function<bool(const StepReport&)>;
+
+struct TrainResult {
+    int64_t startStep = 0;  // 0, or the checkpoint's step when resumed
+    int64_t endStep = 0;
+    int64_t parameters = 0;
+    std::vector<double> losses;  // one per step run
+};
+
+// Trains, checkpointing to o.outDir: the model files (config.json,
+// model.safetensors, tokenizer.json), checkpoint/ (f32 weights and the
+// AdamW state: optimizer.pt, state.json) and train_log.csv. Throws
+// ArgumentError for bad options or a checkpoint that does not match them.
+TrainResult train(const TrainOptions& o, const TrainProgress& progress = {});
+
+// The options a checkpoint was trained with (outDir set to dir).
+TrainOptions loadTrainOptions(const std::filesystem::path& dir);
+
+}  // namespace kvlens
