@@ -27,6 +27,33 @@ size_t utf8SequenceLength(unsigned char lead)
     return 1;
 }
 
+namespace {
+
+// A multi-byte lead byte's sequence length and the allowed range of the
+// second byte (Unicode ch. 3, table 3-7); false for bytes that never lead.
+struct Utf8Lead {
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+};
+
+bool utf8Lead(unsigned char b0, Utf8Lead* out)
+{
+    Utf8Lead l;
+    if (b0 >= 0xC2 && b0 <= 0xDF) l.len = 2;
+    else if (b0 == 0xE0) { l.len = 3; l.lo = 0xA0; }
+    else if (b0 >= 0xE1 && b0 <= 0xEC) l.len = 3;
+    else if (b0 == 0xED) { l.len = 3; l.hi = 0x9F; }
+    else if (b0 >= 0xEE && b0 <= 0xEF) l.len = 3;
+    else if (b0 == 0xF0) { l.len = 4; l.lo = 0x90; }
+    else if (b0 >= 0xF1 && b0 <= 0xF3) l.len = 4;
+    else if (b0 == 0xF4) { l.len = 4; l.hi = 0x8F; }
+    else return false;
+    *out = l;
+    return true;
+}
+
+}  // namespace
+
 // Follows the table of well-formed byte sequences in Unicode ch. 3 (D92), so
 // overlongs, surrogates and code points above U+10FFFF are rejected.
 size_t wellFormedLength(std::string_view s, size_t i)
@@ -34,18 +61,10 @@ size_t wellFormedLength(std::string_view s, size_t i)
     const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
     const unsigned char b0 = byte(i);
     if (b0 < 0x80) return 1;
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (b0 >= 0xC2 && b0 <= 0xDF) len = 2;
-    else if (b0 == 0xE0) { len = 3; lo = 0xA0; }
-    else if (b0 >= 0xE1 && b0 <= 0xEC) len = 3;
-    else if (b0 == 0xED) { len = 3; hi = 0x9F; }
-    else if (b0 >= 0xEE && b0 <= 0xEF) len = 3;
-    else if (b0 == 0xF0) { len = 4; lo = 0x90; }
-    else if (b0 >= 0xF1 && b0 <= 0xF3) len = 4;
-    else if (b0 == 0xF4) { len = 4; hi = 0x8F; }
-    else return 0;
-    if (i + 1 >= s.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+    Utf8Lead lead;
+    if (!utf8Lead(b0, &lead)) return 0;
+    const size_t len = lead.len;
+    if (i + 1 >= s.size() || byte(i + 1) < lead.lo || byte(i + 1) > lead.hi) return 0;
     for (size_t k = 2; k < len; ++k) {
         if (i + k >= s.size() || (byte(i + k) & 0xC0) != 0x80) return 0;
     }
@@ -59,20 +78,11 @@ namespace {
 size_t maximalSubpart(std::string_view s, size_t i)
 {
     const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-    const unsigned char b0 = byte(i);
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b0 >= 0xC2 && b0 <= 0xDF) len = 2;
-    else if (b0 == 0xE0) { len = 3; lo = 0xA0; }
-    else if (b0 >= 0xE1 && b0 <= 0xEC) len = 3;
-    else if (b0 == 0xED) { len = 3; hi = 0x9F; }
-    else if (b0 >= 0xEE && b0 <= 0xEF) len = 3;
-    else if (b0 == 0xF0) { len = 4; lo = 0x90; }
-    else if (b0 >= 0xF1 && b0 <= 0xF3) len = 4;
-    else if (b0 == 0xF4) { len = 4; hi = 0x8F; }
-    else return 1;
+    Utf8Lead lead;
+    if (!utf8Lead(byte(i), &lead)) return 1;
+    const size_t len = lead.len;
     size_t k = 1;
-    if (i + k < s.size() && byte(i + k) >= lo && byte(i + k) <= hi) {
+    if (i + k < s.size() && byte(i + k) >= lead.lo && byte(i + k) <= lead.hi) {
         ++k;
         while (k < len && i + k < s.size() && (byte(i + k) & 0xC0) == 0x80) ++k;
     }
