@@ -1,7 +1,6 @@
 #include "core/train/trainer.h"
 
 #include <ATen/ATen.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/serialize.h>
 
@@ -206,6 +205,19 @@ void validate(const TrainOptions& o) {
         if (s.seqLen > o.maxPositions)
             throw ArgumentError("train: curriculum length " + std::to_string(s.seqLen) + " exceeds max positions " +
                                 std::to_string(o.maxPositions));
+}
+
+// Scales all gradients so that their global L2 norm is at most maxNorm (our
+// own: torch::nn::utils::clip_grad_norm_'s header is not self-contained in 1.13).
+void clipGradients(const std::vector<at::Tensor>& params, double maxNorm) {
+    at::NoGradGuard noGrad;
+    double sq = 0;
+    for (const auto& p : params)
+        if (p.grad().defined()) sq += p.grad().pow(2).sum().item<double>();
+    const double norm = std::sqrt(sq);
+    if (norm <= maxNorm) return;
+    for (const auto& p : params)
+        if (p.grad().defined()) p.grad().mul_(maxNorm / (norm + 1e-6));
 }
 
 }  // namespace
@@ -420,7 +432,7 @@ TrainResult train(const TrainOptions& o, const TrainProgress& progress) {
             facts += static_cast<int64_t>(seq.factTargets.size());
             correct += c;
         }
-        torch::nn::utils::clip_grad_norm_(params, o.gradClip);
+        clipGradients(params, o.gradClip);
         opt.step();
         rep.step = step + 1;
         rep.factAccuracy = facts ? double(correct) / double(facts) : -1.0;

@@ -27,12 +27,12 @@ inline constexpr uint64_t kMaxModelBytes = 8ull << 20;
 struct TrainOptions {
     std::filesystem::path outDir;  // the HF model directory written at every checkpoint
     uint64_t seed = 1;
-    int64_t steps = 6000;
+    int64_t steps = 4500;
     int64_t batch = 8;
     // "LEN:UNTIL,LEN:UNTIL,...,LEN": sequences of LEN tokens (<bos> included)
     // until step UNTIL (exclusive); the last stage runs to the end. Short
     // sequences first: they are cheap and teach grammar and local retrieval.
-    std::string curriculum = "256:2500,512:5000,1024";
+    std::string curriculum = "256:2500,512:4000,1024";
     double lr = 2e-3;
     double minLr = 2e-4;        // end of the cosine decay
     int64_t warmupSteps = 100;  // linear from 0
