@@ -168,23 +168,26 @@ bool KvCache::evictInPlace(Layer& L, const std::vector<std::vector<int64_t>>& ke
     }
     std::vector<int64_t> freedHead, freedCol;
     for (int64_t h = 0; h < m_kvHeads; ++h) {
-        std::vector<int64_t> cols, pos, rot;
-        size_t next = 0;
-        for (size_t i = 0; i < L.cols[h].size(); ++i) {
+        // Compact the bookkeeping in place: kept indices are increasing, so
+        // entry i moves to slot `out` ≤ i.
+        auto &cols = L.cols[h], &pos = L.pos[h], &rot = L.rot[h];
+        size_t next = 0, out = 0;
+        for (size_t i = 0; i < cols.size(); ++i) {
             if (next < keep[h].size() && keep[h][next] == static_cast<int64_t>(i)) {
-                cols.push_back(L.cols[h][i]);
-                pos.push_back(L.pos[h][i]);
-                rot.push_back(L.rot[h][i]);
+                cols[out] = cols[i];
+                pos[out] = pos[i];
+                rot[out] = rot[i];
+                ++out;
                 ++next;
             } else {
-                L.holes[h].push_back(L.cols[h][i]);
+                L.holes[h].push_back(cols[i]);
                 freedHead.push_back(h);
-                freedCol.push_back(L.cols[h][i]);
+                freedCol.push_back(cols[i]);
             }
         }
-        L.cols[h] = std::move(cols);
-        L.pos[h] = std::move(pos);
-        L.rot[h] = std::move(rot);
+        cols.resize(out);
+        pos.resize(out);
+        rot.resize(out);
     }
     if (m_device.is_cpu()) {
         bool* valid = L.valid.data_ptr<bool>();

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "core/policy/attention.h"
 #include "core/policy/policies.h"
@@ -22,6 +23,7 @@ public:
 
     void observe(const LayerState& state, const Observation& obs) override {
         if (!obs.probs.defined()) return;
+        if (obs.probs.is_cpu() && obs.probs.scalar_type() == at::kFloat) return observeOnHost(state, obs);
         // Summing the step's rows is feeding them one at a time: each row
         // only covers the keys its query could see.
         const at::Tensor step = reduceGroups(obs.probs.to(at::kFloat), state.numKvHeads, config().gqa).sum(1);
@@ -41,6 +43,23 @@ protected:
     }
 
 private:
+    // The same sums as one loop on the CPU, where a step's handful of small
+    // ATen ops costs more than the arithmetic.
+    void observeOnHost(const LayerState& state, const Observation& obs) {
+        const at::Tensor probs = obs.probs.contiguous();
+        const int64_t Hq = probs.size(0), n = probs.size(1), L = probs.size(2), H = state.numKvHeads;
+        const float* p = probs.data_ptr<float>();
+        at::Tensor& sums = m_sums.grown(state.layer, H, L, at::kCPU);
+        float* s = sums.data_ptr<float>();
+        const int64_t cap = sums.size(1);
+        std::vector<float> reduced(static_cast<size_t>(L));
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = 0; i < n; ++i) {
+                reduceGroupRow(p, H, Hq, n, L, h, i, L, config().gqa, reduced.data());
+                for (int64_t e = 0; e < L; ++e) s[h * cap + e] += reduced[static_cast<size_t>(e)];
+            }
+    }
+
     EntryStats m_sums;
 };
 

@@ -55,7 +55,6 @@ protected:
     // dozen small ATen ops cost more than the arithmetic).
     void observeOnHost(const LayerState& state, const Observation& obs) {
         const int64_t H = state.numKvHeads, Hq = obs.probs.size(0), n = obs.probs.size(1), L = obs.probs.size(2);
-        const int64_t G = Hq / H;
         const at::Tensor probs = obs.probs.to(at::kFloat).contiguous();
         const float* p = probs.data_ptr<float>();
         at::Tensor& stats = m_stats.grown(state.layer, H, L, at::kCPU);
@@ -70,7 +69,7 @@ protected:
                 for (int64_t p0 : pos) seen += p0 <= q ? 1 : 0;
                 // As the tensor path rounds it: (1/n in fp32) × tau.
                 const float threshold = (1.0f / static_cast<float>(std::max<int64_t>(seen, 1))) * static_cast<float>(m_tau);
-                groupReduce(p, h, G, n, i, L, static_cast<int64_t>(pos.size()), reduced);
+                reduceGroupRow(p, H, Hq, n, L, h, i, static_cast<int64_t>(pos.size()), config().gqa, reduced.data());
                 for (size_t e = 0; e < pos.size(); ++e) {
                     const bool used = pos[e] == q || (pos[e] <= q && reduced[e] >= threshold);
                     if (!used) continue;
@@ -78,20 +77,6 @@ protected:
                     s = m_frequency ? s + 1.0f : std::max(s, static_cast<float>(q));
                 }
             }
-        }
-    }
-
-    // reduced[e] = the group's attention on entry e for query row i.
-    void groupReduce(const float* p, int64_t h, int64_t G, int64_t n, int64_t i, int64_t L, int64_t len,
-                     std::vector<float>& reduced) const {
-        const GqaReduce how = config().gqa;
-        for (int64_t e = 0; e < len; ++e) {
-            float acc = how == GqaReduce::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
-            for (int64_t g = 0; g < G; ++g) {
-                const float v = p[((h * G + g) * n + i) * L + e];
-                acc = how == GqaReduce::Max ? std::max(acc, v) : acc + v;
-            }
-            reduced[static_cast<size_t>(e)] = how == GqaReduce::Mean ? acc / static_cast<float>(G) : acc;
         }
     }
 

@@ -79,6 +79,19 @@ std::vector<Candidate> topK(std::vector<Candidate> candidates, int64_t k) {
     return candidates;
 }
 
+void reduceGroupRow(const float* probs, int64_t numKvHeads, int64_t Hq, int64_t n, int64_t L, int64_t h,
+                    int64_t i, int64_t len, GqaReduce how, float* out) {
+    const int64_t G = Hq / numKvHeads;
+    for (int64_t e = 0; e < len; ++e) {
+        float acc = how == GqaReduce::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
+        for (int64_t g = 0; g < G; ++g) {
+            const float v = probs[((h * G + g) * n + i) * L + e];
+            acc = how == GqaReduce::Max ? std::max(acc, v) : acc + v;
+        }
+        out[e] = how == GqaReduce::Mean ? acc / static_cast<float>(G) : acc;
+    }
+}
+
 std::vector<Candidate> bestUnordered(std::vector<Candidate> candidates, int64_t k) {
     const auto n = static_cast<int64_t>(candidates.size());
     k = std::max<int64_t>(0, std::min(k, n));

@@ -55,6 +55,12 @@ std::vector<Candidate> topK(std::vector<Candidate> candidates, int64_t k);
 // every_step policy, where k is nearly all of them).
 std::vector<Candidate> bestUnordered(std::vector<Candidate> candidates, int64_t k);
 
+// Host version of reduceGroups for one query row: probs is a contiguous
+// [Hq, n, L] fp32 buffer; out[e] (e < len) = the group of KV head h's
+// reduced attention on entry e for query row i.
+void reduceGroupRow(const float* probs, int64_t numKvHeads, int64_t Hq, int64_t n, int64_t L, int64_t h,
+                    int64_t i, int64_t len, GqaReduce how, float* out);
+
 // Ada-KV (FFY0/AdaKV, kvpress AdaKVPress): each head first takes its own best
 // min(floor, |its candidates|) (the safeguard), then what is left of the
 // layer's `slots` goes to the globally best remaining candidates, whatever

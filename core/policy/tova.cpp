@@ -18,6 +18,21 @@ public:
 
     void observe(const LayerState& state, const Observation& obs) override {
         if (!obs.probs.defined() || obs.probs.size(1) == 0) return;
+        if (obs.probs.is_cpu() && obs.probs.scalar_type() == at::kFloat) {
+            // One loop on the CPU into the kept storage (no per-step tensors).
+            const at::Tensor probs = obs.probs.contiguous();
+            const int64_t Hq = probs.size(0), n = probs.size(1), L = probs.size(2);
+            const float* p = probs.data_ptr<float>();
+            at::Tensor& rows = m_row.grown(state.layer, state.numKvHeads, L, at::kCPU);
+            float* r = rows.data_ptr<float>();
+            const int64_t cap = rows.size(1);
+            for (int64_t e = 0; e < L; ++e) {
+                float acc = 0;
+                for (int64_t h = 0; h < Hq; ++h) acc += p[(h * n + n - 1) * L + e];
+                for (int64_t kv = 0; kv < state.numKvHeads; ++kv) r[kv * cap + e] = acc / static_cast<float>(Hq);
+            }
+            return;
+        }
         const at::Tensor row = obs.probs.select(1, obs.probs.size(1) - 1).to(at::kFloat).mean(0);  // [L]
         m_row.set(state.layer, row.unsqueeze(0).expand({state.numKvHeads, row.size(0)}).contiguous());
     }
