@@ -89,7 +89,10 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
     const bool captureHere = m_capture.enabled && m_capture.layer == layer;
     // Policies that never read attention (window, streaming, random, knorm)
     // skip the re-ordering, so their steps cost what a full-cache step does.
-    const bool needProbs = isFull() || captureHere || m_policy->info().usesAttention;
+    // A prefill_once policy never plans again once the prompt is read, so it
+    // observes nothing after it.
+    const bool observing = m_policy && !(m_promptDone && m_config.schedule == Schedule::PrefillOnce);
+    const bool needProbs = isFull() || captureHere || (observing && m_policy->info().usesAttention);
     at::Tensor probs = needProbs ? m_cache.byEntry(layer, cap.probs) : at::Tensor();  // [Hq, n, L]
     if (isFull()) {
         // The full cache holds every position in order: entry index = position.
@@ -108,7 +111,7 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
             m_rows[positions[i]] = std::move(row);
         }
     }
-    if (m_policy) m_policy->observe(state(layer, positions.back() + 1), Observation{probs, cap.queries, positions});
+    if (observing) m_policy->observe(state(layer, positions.back() + 1), Observation{probs, cap.queries, positions});
 }
 
 void PolicyRun::forward(const std::vector<int64_t>& tokens) {
