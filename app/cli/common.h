@@ -69,5 +69,6 @@ void addGenerateCommand(CLI::App& app);
 void addCompareCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);
 void addTrainCommand(CLI::App& app);
+void addNeedleCommand(CLI::App& app);
 
 }  // namespace kvlens::cli

@@ -5,9 +5,11 @@
 #include <iostream>
 
 #include "app/cli/common.h"
+#include "core/cpu_tuning.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
+    kvlens::restartWithTunedBlas(argv);
     CLI::App app{"KVLens command line: run models and KV-cache eviction policies headless", "kvlens-cli"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "kvlens-cli " KVLENS_VERSION);
@@ -16,6 +18,7 @@ int main(int argc, char** argv) {
     kvlens::cli::addGenerateCommand(app);
     kvlens::cli::addCompareCommand(app);
     kvlens::cli::addBenchCommand(app);
+    kvlens::cli::addNeedleCommand(app);
     kvlens::cli::addTrainCommand(app);
     if (argc > 1 && argv[1][0] != '-') {
         std::string known;

@@ -141,3 +141,29 @@ TEST_F(CliTest, BadArgumentsGiveOneClearLine) {
     expectOneLineError("frobnicate", "unknown command 'frobnicate'");
     EXPECT_NE(run("").code, 0);
 }
+
+TEST_F(CliTest, NeedleGridWithAUserHaystack) {
+    const fs::path hay = s_dir->path() / "haystack.txt";
+    std::ofstream(hay) << "w1 w2 w3 w4 . w5 w6 w7 . w8 w9 w10 w11 w12 .\nw13 w14 . w15 w16 w17 w18 .";
+    const std::string base = "needle --model " + quote(model()) + " --haystack-file " + quote(hay.string()) +
+                             " --needle 'w40 w41 w42 .' --question 'w43 w44' --answer 'w42' --contexts 40,60";
+    const std::string depths = " --depths 0,100";
+    CliRun r = run(base + depths + " --policy window --budget 16,99 --json - --quiet");
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["format"], "kvlens-needle");
+    EXPECT_EQ(j["haystack"], "user");
+    ASSERT_EQ(j["cells"].size(), 2u * 2u * (1u + 2u));  // contexts × depths × (full + window at 2 budgets)
+    EXPECT_EQ(j["cells"][0]["answers"][0]["expected"], "w42");
+    CliRun csv = run(base + depths + " --csv - --quiet");
+    ASSERT_EQ(csv.code, 0) << csv.err;
+    EXPECT_EQ(csv.out.substr(0, csv.out.find('\n')), "context,depth,policy,budget,exact,overlap,samples,prompt_tokens");
+    EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 1 + 4);
+    CliRun table = run(base + depths);
+    ASSERT_EQ(table.code, 0) << table.err;
+    EXPECT_NE(table.out.find("exact match (word overlap)"), std::string::npos) << table.out;
+
+    expectOneLineError(base + " --depths 0,150", "--depths: '150' is not a percentage in [0, 100]");
+    expectOneLineError(base + depths + " --policy h2o", "needs --budget");
+    expectOneLineError("needle --model " + quote(model()) + " --needle x", "a user needle needs all of");
+}
