@@ -1,0 +1,176 @@
+#include "app/gui/controller.h"
+
+#include <algorithm>
+
+namespace kvlens::gui {
+
+Controller::Controller(QObject* parent) : QObject(parent), m_worker(new Worker) {
+    registerMetaTypes();
+    m_thread.setObjectName(QStringLiteral("kvlens-worker"));
+    m_worker->moveToThread(&m_thread);
+    connect(&m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
+    connect(m_worker, &Worker::traceReady, this, &Controller::acceptTrace);
+    connect(m_worker, &Worker::runFinished, this, &Controller::acceptFinished);
+    connect(m_worker, &Worker::runFailed, this, &Controller::acceptFailure);
+    connect(m_worker, &Worker::loadProgress, this, [this](quint64 id, int percent, const QString& stage) {
+        if (id == m_currentLoad) Q_EMIT modelLoading(percent, stage);
+    });
+    connect(m_worker, &Worker::modelLoaded, this,
+            [this](quint64 id, const ModelSummary& s, const std::shared_ptr<const Tokenizer>& tok) {
+                if (id != m_currentLoad) return;
+                m_model = s;
+                m_tokenizer = tok;
+                m_modelReady = true;
+                m_layer = std::min<int64_t>(m_layer, s.layers - 1);
+                m_head = std::min<int64_t>(m_head, s.heads - 1);
+                Q_EMIT modelLoaded(s);
+                issue();
+            });
+    connect(m_worker, &Worker::loadFailed, this, [this](quint64 id, const QString& message) {
+        if (id != m_currentLoad) return;
+        m_modelReady = m_tokenizer != nullptr;  // the worker keeps the previous model
+        setBusy(false);
+        Q_EMIT modelFailed(message);
+    });
+    m_debounce.setSingleShot(true);
+    connect(&m_debounce, &QTimer::timeout, this, &Controller::issue);
+    m_thread.start();
+}
+
+Controller::~Controller() {
+    supersede();
+    m_thread.quit();
+    m_thread.wait();
+}
+
+void Controller::supersede() {
+    if (m_cancel) m_cancel->store(true);
+}
+
+void Controller::loadModel(const QString& dir, const RunSettings& settings) {
+    supersede();
+    m_debounce.stop();
+    m_modelReady = false;
+    m_currentLoad = ++m_nextId;
+    m_currentRun = 0;  // results of runs on the old model are stale now
+    setBusy(true);
+    const quint64 id = m_currentLoad;
+    Worker* w = m_worker;
+    QMetaObject::invokeMethod(m_worker, [w, id, dir, settings] { w->load(id, dir, settings); }, Qt::QueuedConnection);
+}
+
+void Controller::setPrompt(const QString& text) {
+    if (text == m_prompt) return;
+    m_prompt = text;
+    schedule(kPromptDebounceMs);
+}
+
+void Controller::setPolicies(const std::vector<PolicyConfig>& policies) {
+    m_policies = policies;
+    schedule(kEditDebounceMs);
+}
+
+void Controller::setBudget(const BudgetSpec& budget) {
+    m_budget = budget;
+    schedule(kEditDebounceMs);
+}
+
+void Controller::setSelection(int64_t layer, int64_t head) {
+    if (layer == m_layer && head == m_head) return;
+    m_layer = layer;
+    m_head = head;
+    schedule(kEditDebounceMs);  // the attention map of the new head needs a run
+}
+
+void Controller::setDecodeSteps(int steps) {
+    m_decodeSteps = std::max(0, steps);
+    schedule(kEditDebounceMs);
+}
+
+void Controller::schedule(int delayMs) {
+    // A pending prompt debounce is not cut short by a quicker edit; the
+    // newest state is read when the timer fires either way.
+    if (m_debounce.isActive() && m_debounce.remainingTime() > delayMs && delayMs < kPromptDebounceMs) return;
+    m_debounce.start(delayMs);
+}
+
+void Controller::runNow() {
+    m_debounce.stop();
+    issue();
+}
+
+void Controller::issue() {
+    if (!m_modelReady) return;  // the run follows the load
+    supersede();
+    RunRequest r;
+    r.id = ++m_nextId;
+    r.cancel = std::make_shared<std::atomic<bool>>(false);
+    r.prompt = m_prompt;
+    r.policies = m_policies;
+    r.budget = m_budget;
+    r.decodeSteps = m_decodeSteps;
+    r.layer = m_layer;
+    r.head = m_head;
+    m_cancel = r.cancel;
+    m_currentRun = r.id;
+    m_last = r;
+    m_freshRun = true;
+    setBusy(true);
+    Worker* w = m_worker;
+    QMetaObject::invokeMethod(m_worker, [w, r] { w->run(r); }, Qt::QueuedConnection);
+    Q_EMIT runIssued(r.id);
+}
+
+void Controller::acceptTrace(quint64 id, const std::shared_ptr<const Trace>& trace) {
+    if (id != m_currentRun || !trace) {
+        ++m_dropped;  // a superseded request finished a step before it saw its flag
+        return;
+    }
+    // The previous run's traces stay on screen until the new run has one.
+    if (m_freshRun) m_history.clear();
+    m_freshRun = false;
+    m_history.push_back(trace);
+    Q_EMIT historyChanged(static_cast<int>(m_history.size()));
+    showCurrent();
+}
+
+void Controller::acceptFinished(quint64 id, double promptMs, double totalMs) {
+    if (id != m_currentRun) return;
+    setBusy(false);
+    Q_EMIT runFinished(id, promptMs, totalMs);
+}
+
+void Controller::acceptFailure(quint64 id, const QString& message) {
+    if (id != m_currentRun) return;
+    setBusy(false);
+    Q_EMIT runFailed(message);
+}
+
+void Controller::setBusy(bool busy) {
+    if (busy == m_busy) return;
+    m_busy = busy;
+    Q_EMIT busyChanged(busy);
+}
+
+int Controller::shownStep() const {
+    if (m_history.empty()) return 0;
+    const int last = static_cast<int>(m_history.size()) - 1;
+    return m_wantedStep < 0 ? last : std::min(m_wantedStep, last);
+}
+
+std::shared_ptr<const Trace> Controller::shownTrace() const {
+    return m_history.empty() ? nullptr : m_history[static_cast<size_t>(shownStep())];
+}
+
+void Controller::setShownStep(int step) {
+    const int last = static_cast<int>(m_history.size()) - 1;
+    // Scrubbing to the newest step of a run still in progress follows it.
+    m_wantedStep = (step >= last && m_busy) ? -1 : std::max(0, step);
+    showCurrent();
+}
+
+void Controller::showCurrent() {
+    if (!m_history.empty()) Q_EMIT traceShown(shownTrace(), shownStep());
+}
+
+}  // namespace kvlens::gui

@@ -1,0 +1,93 @@
+#pragma once
+// The GUI's controller: the state the user edits (prompt, policies, budget,
+// selected layer/head, decode steps), the one worker thread, and the traces
+// of the current run. A newer request supersedes an older one (its cancel
+// flag is raised at once); results of any request but the newest are
+// dropped here, on the GUI thread, by id.
+#include <QObject>
+#include <QThread>
+#include <QTimer>
+#include <memory>
+#include <vector>
+
+#include "app/gui/worker.h"
+
+namespace kvlens::gui {
+
+class Controller : public QObject {
+    Q_OBJECT
+public:
+    static constexpr int kPromptDebounceMs = 300;
+    static constexpr int kEditDebounceMs = 20;  // coalesces a burst of edits (e.g. undo of several)
+
+    explicit Controller(QObject* parent = nullptr);
+    ~Controller() override;  // stops and joins the worker thread
+
+    void loadModel(const QString& dir, const RunSettings& settings);
+    void setPrompt(const QString& text);  // debounced
+    void setPolicies(const std::vector<PolicyConfig>& policies);
+    void setBudget(const BudgetSpec& budget);
+    void setSelection(int64_t layer, int64_t head);
+    void setDecodeSteps(int steps);
+    void setShownStep(int step);  // the decode step the views show
+    void runNow();                // issue the request at once (skips the debounce)
+
+    bool modelReady() const { return m_modelReady; }
+    const ModelSummary& model() const { return m_model; }
+    std::shared_ptr<const Tokenizer> tokenizer() const { return m_tokenizer; }
+    const std::vector<std::shared_ptr<const Trace>>& history() const { return m_history; }
+    std::shared_ptr<const Trace> shownTrace() const;
+    int shownStep() const;
+    const RunRequest& lastRequest() const { return m_last; }
+    quint64 currentRunId() const { return m_currentRun; }
+    int droppedResults() const { return m_dropped; }
+    bool busy() const { return m_busy; }
+    int64_t layer() const { return m_layer; }
+    int64_t head() const { return m_head; }
+
+public Q_SLOTS:
+    // What the worker delivers (queued). Public so tests can deliver results too.
+    void acceptTrace(quint64 id, const std::shared_ptr<const kvlens::Trace>& trace);
+    void acceptFinished(quint64 id, double promptMs, double totalMs);
+    void acceptFailure(quint64 id, const QString& message);
+
+Q_SIGNALS:
+    void modelLoading(int percent, const QString& stage);
+    void modelLoaded(const kvlens::ModelSummary& summary);
+    void modelFailed(const QString& message);
+    void runIssued(quint64 id);
+    void traceShown(const std::shared_ptr<const kvlens::Trace>& trace, int step);
+    void historyChanged(int steps);
+    void runFinished(quint64 id, double promptMs, double totalMs);
+    void runFailed(const QString& message);
+    void busyChanged(bool busy);
+
+private:
+    void schedule(int delayMs);
+    void issue();
+    void supersede();
+    void setBusy(bool busy);
+    void showCurrent();
+
+    QThread m_thread;
+    Worker* m_worker;
+    QTimer m_debounce;
+    quint64 m_nextId = 0, m_currentRun = 0, m_currentLoad = 0;
+    std::shared_ptr<std::atomic<bool>> m_cancel;
+    bool m_modelReady = false, m_busy = false, m_freshRun = false;
+    ModelSummary m_model;
+    std::shared_ptr<const Tokenizer> m_tokenizer;
+
+    QString m_prompt;
+    std::vector<PolicyConfig> m_policies;
+    BudgetSpec m_budget;
+    int m_decodeSteps = 16;
+    int64_t m_layer = 0, m_head = 0;
+    RunRequest m_last;
+
+    std::vector<std::shared_ptr<const Trace>> m_history;
+    int m_wantedStep = -1;  // -1: follow the newest step
+    int m_dropped = 0;
+};
+
+}  // namespace kvlens::gui

@@ -1,0 +1,311 @@
+#include "app/gui/main_window.h"
+
+#include <QAction>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QStatusBar>
+#include <QUndoStack>
+#include <QVBoxLayout>
+
+#include "app/gui/examples.h"
+#include "core/error.h"
+#include "core/model/device.h"
+#include "core/paths.h"
+#include "widgets/budget_editor.h"
+#include "widgets/comparison_view.h"
+#include "widgets/eviction_timeline.h"
+#include "widgets/metrics_panel.h"
+#include "widgets/model_panel.h"
+#include "widgets/policy_list.h"
+#include "widgets/prompt_editor.h"
+#include "widgets/transport_bar.h"
+
+namespace kvlens::gui {
+namespace {
+
+QDockWidget* dock(QMainWindow* w, const QString& title, const QString& name, QWidget* content, Qt::DockWidgetArea area) {
+    auto* d = new QDockWidget(title, w);
+    d->setObjectName(name);  // restoreState() finds docks by name
+    d->setWidget(content);
+    w->addDockWidget(area, d);
+    return d;
+}
+
+QStringList deviceChoices() {
+    QStringList out{QStringLiteral("auto"), QStringLiteral("cpu")};
+    for (int i = 0; i < cudaDeviceCount(); ++i) out << QStringLiteral("cuda:%1").arg(i);
+    return out;
+}
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent),
+      m_undo(new QUndoStack(this)),
+      m_controller(new Controller(this)),
+      m_comparison(new ui::ComparisonView(this)),
+      m_budget(new ui::BudgetEditor(m_undo, this)),
+      m_policies(new ui::PolicyList(m_undo, this)),
+      m_model(new ui::ModelPanel(this)),
+      m_metrics(new ui::MetricsPanel(this)),
+      m_transport(new ui::TransportBar(this)),
+      m_timeline(new ui::EvictionTimeline(this)),
+      m_prompt(new ui::PromptEditor(this)),
+      m_scale(new QComboBox(this)),
+      m_timelinePolicy(new QComboBox(this)),
+      m_selection(new QLabel(this)),
+      m_error(new QLabel(this)),
+      m_busy(new QProgressBar(this)),
+      m_modelLabel(new QLabel(this)) {
+    setWindowTitle(tr("KVLens — KV-cache eviction lab"));
+    setCentralWidget(buildCentral());
+    buildDocks();
+    buildActions();
+    connectController();
+    m_busy->setRange(0, 0);
+    m_busy->setMaximumWidth(120);
+    m_busy->hide();
+    statusBar()->addPermanentWidget(m_busy);
+    statusBar()->addPermanentWidget(m_modelLabel);
+    resize(1400, 900);
+    restoreGeometry(m_settings.geometry.get());
+    restoreState(m_settings.windowState.get());
+}
+
+MainWindow::~MainWindow() = default;
+
+QWidget* MainWindow::buildCentral() {
+    auto* central = new QWidget(this);
+    auto* top = new QHBoxLayout;
+    top->addWidget(m_transport, 1);
+    top->addWidget(new QLabel(tr("colour scale"), central));
+    m_scale->addItems({QStringLiteral("linear"), QStringLiteral("log"), QStringLiteral("power")});
+    m_scale->setToolTip(tr("Attention colour scale, shared by every column"));
+    top->addWidget(m_scale);
+    m_error->setStyleSheet(QStringLiteral("color: #B03000"));
+    m_error->setWordWrap(true);
+    m_error->hide();
+    m_selection->setToolTip(tr("Click a cell of a layers × heads grid to select another layer and head"));
+    auto* layout = new QVBoxLayout(central);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addLayout(top);
+    layout->addWidget(m_selection);
+    layout->addWidget(m_error);
+    layout->addWidget(m_comparison, 1);
+    return central;
+}
+
+void MainWindow::buildDocks() {
+    setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
+    setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
+    QDockWidget* prompt = dock(this, tr("Prompt"), QStringLiteral("prompt"), m_prompt, Qt::LeftDockWidgetArea);
+    QDockWidget* policies = dock(this, tr("Policies"), QStringLiteral("policies"), m_policies, Qt::LeftDockWidgetArea);
+    QDockWidget* model = dock(this, tr("Model"), QStringLiteral("model"), m_model, Qt::LeftDockWidgetArea);
+    QDockWidget* budget = dock(this, tr("Budget"), QStringLiteral("budget"), m_budget, Qt::LeftDockWidgetArea);
+    QDockWidget* metrics = dock(this, tr("Metrics"), QStringLiteral("metrics"), m_metrics, Qt::RightDockWidgetArea);
+    auto* timelineBox = new QWidget(this);
+    auto* tl = new QVBoxLayout(timelineBox);
+    tl->setContentsMargins(2, 2, 2, 2);
+    auto* row = new QHBoxLayout;
+    row->addWidget(new QLabel(tr("policy"), timelineBox));
+    row->addWidget(m_timelinePolicy);
+    row->addStretch(1);
+    tl->addLayout(row);
+    tl->addWidget(m_timeline, 1);
+    QDockWidget* timeline = dock(this, tr("Eviction timeline"), QStringLiteral("timeline"), timelineBox,
+                                 Qt::BottomDockWidgetArea);
+    tabifyDockWidget(policies, model);
+    policies->raise();
+    resizeDocks({prompt, policies, budget}, {170, 380, 300}, Qt::Vertical);
+    resizeDocks({prompt, metrics}, {300, 400}, Qt::Horizontal);
+    resizeDocks({timeline}, {150}, Qt::Vertical);
+}
+
+void MainWindow::buildActions() {
+    auto add = [this](QMenu* menu, const QString& text, const QKeySequence& key, auto slot) {
+        QAction* a = menu->addAction(text);
+        a->setShortcut(key);
+        connect(a, &QAction::triggered, this, slot);
+        return a;
+    };
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    add(file, tr("&Open model…"), QKeySequence::Open, [this] { m_model->chooseDirectory(); });
+    file->addSeparator();
+    add(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
+
+    QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+    QAction* undo = m_undo->createUndoAction(this, tr("&Undo"));
+    undo->setShortcut(QKeySequence(QStringLiteral("Ctrl+Z")));
+    QAction* redo = m_undo->createRedoAction(this, tr("&Redo"));
+    redo->setShortcuts({QKeySequence(QStringLiteral("Ctrl+Shift+Z")), QKeySequence(QStringLiteral("Ctrl+Y"))});
+    edit->addAction(undo);
+    edit->addAction(redo);
+
+    QMenu* run = menuBar()->addMenu(tr("&Run"));
+    add(run, tr("Play / pause"), QKeySequence(Qt::Key_Space), [this] { m_transport->togglePlay(); });
+    add(run, tr("Previous step"), QKeySequence(Qt::Key_Left), [this] { m_transport->stepBy(-1); });
+    add(run, tr("Next step"), QKeySequence(Qt::Key_Right), [this] { m_transport->stepBy(1); });
+    add(run, tr("Run again"), QKeySequence(Qt::Key_F5), [this] { m_controller->runNow(); });
+
+    QMenu* view = menuBar()->addMenu(tr("&View"));
+    for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+}
+
+void MainWindow::connectController() {
+    Controller* c = m_controller;
+    connect(m_prompt, &ui::PromptEditor::textEdited, c, &Controller::setPrompt);
+    connect(m_policies, &ui::PolicyList::policiesChanged, c, &Controller::setPolicies);
+    connect(m_budget, &ui::BudgetEditor::budgetChanged, c, &Controller::setBudget);
+    connect(m_comparison, &ui::ComparisonView::selectionChanged, this, [this](int64_t l, int64_t h) {
+        m_controller->setSelection(l, h);
+        updateTimelineSelection();
+    });
+    connect(m_transport, &ui::TransportBar::stepChanged, c, &Controller::setShownStep);
+    connect(m_transport, &ui::TransportBar::decodeStepsChanged, this, [this](int n) {
+        m_settings.decodeSteps.set(n);
+        m_controller->setDecodeSteps(n);
+    });
+    connect(m_timeline, &ui::EvictionTimeline::stepSelected, c, &Controller::setShownStep);
+    connect(m_timelinePolicy, qOverload<int>(&QComboBox::activated), this, [this] { updateTimelineSelection(); });
+    connect(m_scale, &QComboBox::currentTextChanged, this, [this](const QString& name) {
+        m_settings.colourScale.set(name);
+        m_comparison->setColourScale(ui::colourScaleFromName(name));
+    });
+    connect(m_model, &ui::ModelPanel::loadRequested, c, &Controller::loadModel);
+
+    connect(c, &Controller::modelLoading, m_model, &ui::ModelPanel::setProgress);
+    connect(c, &Controller::modelLoaded, this, [this](const ModelSummary& s) {
+        m_model->setSummary(s);
+        m_settings.lastModelDir.set(QString::fromStdString(s.directory));
+        auto tok = m_controller->tokenizer();
+        m_metrics->setTokenText([tok](int64_t id) {
+            return tok ? QString::fromStdString(tok->tokenLabel(static_cast<int32_t>(id))) + QLatin1Char(' ')
+                       : QStringLiteral("#%1 ").arg(id);
+        });
+        m_modelLabel->setText(tr("%1 · %2 · %3/%4")
+                                  .arg(QFileInfo(QString::fromStdString(s.directory)).fileName(),
+                                       QString::fromStdString(s.family), QString::fromStdString(s.device),
+                                       QString::fromStdString(s.dtype)));
+        statusBar()->showMessage(tr("Loaded %1").arg(QString::fromStdString(s.directory)), 5000);
+    });
+    connect(c, &Controller::modelFailed, this, [this](const QString& message) {
+        m_model->setFailed(message);
+        auto* box = new QMessageBox(QMessageBox::Critical, tr("Cannot load the model"), message, QMessageBox::Ok, this);
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->open();  // not exec(): the window stays live behind it
+    });
+    connect(c, &Controller::traceShown, this, &MainWindow::showTrace);
+    connect(c, &Controller::historyChanged, this, [this](int n) {
+        m_transport->setAvailable(n);
+        m_timeline->setHistory(m_controller->history());
+    });
+    connect(c, &Controller::runFinished, this, [this](quint64, double p, double t) { showRunStats(p, t); });
+    connect(c, &Controller::runFailed, this, [this](const QString& message) {
+        m_error->setText(tr("The last edit could not run: %1").arg(message));
+        m_error->show();
+    });
+    connect(c, &Controller::busyChanged, m_busy, &QWidget::setVisible);
+}
+
+void MainWindow::start(const QString& modelDir) {
+    m_model->setDevices(deviceChoices());
+    m_model->setStartDirectory(m_settings.lastModelDir.get());
+    const int steps = m_settings.decodeSteps.get();
+    m_transport->setDecodeSteps(steps);
+    m_controller->setDecodeSteps(steps);
+    m_scale->setCurrentText(m_settings.colourScale.get());
+    m_comparison->setColourScale(ui::colourScaleFromName(m_scale->currentText()));
+
+    QStringList names, texts;
+    QString initial;
+    for (const Example& e : loadExamples()) {
+        names << e.name;
+        texts << e.text;
+        if (e.name == QLatin1String(defaultExampleName()) || initial.isEmpty()) initial = e.text;
+    }
+    m_prompt->setExamples(names, texts);
+    m_prompt->selectExample(QLatin1String(defaultExampleName()));
+    m_prompt->setText(initial.isEmpty() ? QStringLiteral("the code for the red door is 4 8 2 1 .") : initial);
+    m_policies->setPolicies({parsePolicySpec("streaming"), parsePolicySpec("h2o"), parsePolicySpec("snapkv")});
+    m_policies->select(0);  // its parameters show, so the form is discoverable
+    m_controller->setPolicies(m_policies->policies());
+    m_controller->setBudget(m_budget->spec());
+    QString dir = modelDir;
+    if (dir.isEmpty()) {
+        try {
+            dir = QString::fromStdString(bundledModelDir().string());
+        } catch (const Error& e) {
+            m_model->setFailed(QString::fromStdString(e.what()));
+            return;
+        }
+    }
+    m_model->setDirectory(dir);
+    m_controller->loadModel(dir, m_model->settings());
+}
+
+void MainWindow::showTrace(const std::shared_ptr<const Trace>& trace, int step) {
+    m_error->hide();
+    m_comparison->setTrace(trace);
+    m_metrics->setTrace(trace);
+    m_budget->setContext(trace->numLayers, trace->promptLength);
+    m_budget->setTrace(trace);
+    m_transport->setStep(step);
+    m_timeline->setCurrentStep(step);
+    m_prompt->setTokenCount(static_cast<int>(trace->promptLength));
+    updateTimelinePolicies(*trace);
+    const int64_t group = trace->numHeads / std::max<int64_t>(1, trace->numKvHeads);
+    m_selection->setText(tr("layer %1 · query head %2 (KV head %3) · step %4 · %5 tokens")
+                             .arg(m_comparison->selectedLayer())
+                             .arg(m_comparison->selectedHead())
+                             .arg(m_comparison->selectedHead() / group)
+                             .arg(trace->step)
+                             .arg(trace->tokens.size()));
+}
+
+void MainWindow::updateTimelinePolicies(const Trace& trace) {
+    QStringList labels;
+    for (const auto& p : trace.policies) labels << QString::fromStdString(p.label);
+    QStringList current;
+    for (int i = 0; i < m_timelinePolicy->count(); ++i) current << m_timelinePolicy->itemText(i);
+    if (labels == current) return;
+    const int keep = std::clamp(m_timelinePolicy->currentIndex() < 0 ? 1 : m_timelinePolicy->currentIndex(), 0,
+                                static_cast<int>(labels.size()) - 1);
+    m_timelinePolicy->clear();
+    m_timelinePolicy->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    m_timelinePolicy->addItems(labels);
+    m_timelinePolicy->setCurrentIndex(keep);
+    updateTimelineSelection();
+}
+
+void MainWindow::updateTimelineSelection() {
+    const auto trace = m_controller->shownTrace();
+    const int64_t group = trace ? trace->numHeads / std::max<int64_t>(1, trace->numKvHeads) : 1;
+    m_timeline->setSelection(std::max(0, m_timelinePolicy->currentIndex()), m_comparison->selectedLayer(),
+                             m_comparison->selectedHead() / group);
+}
+
+void MainWindow::showRunStats(double promptMs, double totalMs) {
+    const auto t = m_controller->shownTrace();
+    if (!t) return;
+    statusBar()->showMessage(tr("full + %1 policies · %2 prompt tokens · prompt read in %3 ms · %4 decode steps in %5 ms")
+                                 .arg(t->policies.size() - 1)
+                                 .arg(t->promptLength)
+                                 .arg(promptMs, 0, 'f', 0)
+                                 .arg(m_controller->history().size() - 1)
+                                 .arg(totalMs, 0, 'f', 0));
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+    m_settings.geometry.set(saveGeometry());
+    m_settings.windowState.set(saveState());
+    QMainWindow::closeEvent(e);
+}
+
+}  // namespace kvlens::gui

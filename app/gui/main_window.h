@@ -1,0 +1,83 @@
+#pragma once
+// The main window: prompt, model, policies and budget on the left, the
+// comparison view with its transport in the middle, metrics on the right,
+// the eviction timeline below. It wires widgets to the Controller and keeps
+// the undo stack shared by budget and policy edits.
+#include <QMainWindow>
+#include <memory>
+
+#include "app/gui/controller.h"
+#include "app/gui/setting_value.h"
+
+class QUndoStack;
+class QComboBox;
+class QLabel;
+class QProgressBar;
+
+namespace kvlens::ui {
+class ComparisonView;
+class BudgetEditor;
+class PolicyList;
+class ModelPanel;
+class MetricsPanel;
+class TransportBar;
+class EvictionTimeline;
+class PromptEditor;
+}  // namespace kvlens::ui
+
+namespace kvlens::gui {
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    // Loads the model (the bundled one when `modelDir` is empty) and runs the
+    // default example with full + streaming, h2o and snapkv.
+    void start(const QString& modelDir);
+
+    Controller* controller() const { return m_controller; }
+    QUndoStack* undoStack() const { return m_undo; }
+    ui::ComparisonView* comparison() const { return m_comparison; }
+    ui::BudgetEditor* budgetEditor() const { return m_budget; }
+    ui::PolicyList* policyList() const { return m_policies; }
+    ui::ModelPanel* modelPanel() const { return m_model; }
+    ui::MetricsPanel* metrics() const { return m_metrics; }
+    ui::TransportBar* transport() const { return m_transport; }
+    ui::EvictionTimeline* timeline() const { return m_timeline; }
+    ui::PromptEditor* promptEditor() const { return m_prompt; }
+
+protected:
+    void closeEvent(QCloseEvent* e) override;
+
+private:
+    QWidget* buildCentral();
+    void buildDocks();
+    void buildActions();
+    void connectController();
+    void showTrace(const std::shared_ptr<const Trace>& trace, int step);
+    void updateTimelinePolicies(const Trace& trace);
+    void updateTimelineSelection();
+    void showRunStats(double promptMs, double totalMs);
+
+    Settings m_settings;
+    QUndoStack* m_undo;
+    Controller* m_controller;
+    ui::ComparisonView* m_comparison;
+    ui::BudgetEditor* m_budget;
+    ui::PolicyList* m_policies;
+    ui::ModelPanel* m_model;
+    ui::MetricsPanel* m_metrics;
+    ui::TransportBar* m_transport;
+    ui::EvictionTimeline* m_timeline;
+    ui::PromptEditor* m_prompt;
+    QComboBox* m_scale;
+    QComboBox* m_timelinePolicy;
+    QLabel* m_selection;
+    QLabel* m_error;
+    QProgressBar* m_busy;
+    QLabel* m_modelLabel;
+};
+
+}  // namespace kvlens::gui

@@ -1,0 +1,72 @@
+#include "app/gui/worker.h"
+
+#include <QElapsedTimer>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/run/session.h"
+
+namespace kvlens::gui {
+
+void registerMetaTypes() {
+    qRegisterMetaType<std::shared_ptr<const Trace>>();
+    qRegisterMetaType<std::shared_ptr<const Tokenizer>>();
+    qRegisterMetaType<ModelSummary>();
+    qRegisterMetaType<BudgetSpec>();
+    qRegisterMetaType<RunSettings>();
+}
+
+Worker::Worker(QObject* parent) : QObject(parent) {}
+Worker::~Worker() = default;
+
+void Worker::load(quint64 id, const QString& dir, const RunSettings& settings) {
+    const std::filesystem::path path = dir.toStdString();
+    try {
+        // Model::load reads config and weights in one call; the stages are
+        // what the panel can honestly report.
+        Q_EMIT loadProgress(id, 10, tr("reading weights"));
+        auto model = loadModel(path, settings);
+        Q_EMIT loadProgress(id, 80, tr("reading tokenizer"));
+        std::shared_ptr<const Tokenizer> tokenizer;
+        if (std::filesystem::exists(path / "tokenizer.json"))
+            tokenizer = std::make_shared<const Tokenizer>(Tokenizer::fromFile(path / "tokenizer.json"));
+        else
+            throw ModelError(path.string() + ": no tokenizer.json (the GUI needs it to read prompts)");
+        // Only a complete load replaces the model in use.
+        m_model = std::move(model);
+        m_tokenizer = tokenizer;
+        Q_EMIT modelLoaded(id, summarizeModel(*m_model), m_tokenizer);
+    } catch (const std::exception& e) {
+        Q_EMIT loadFailed(id, QString::fromStdString(e.what()));
+    }
+}
+
+void Worker::run(const RunRequest& r) {
+    if (r.cancel && r.cancel->load()) return;  // superseded while queued
+    if (!m_model || !m_tokenizer) {
+        Q_EMIT runFailed(r.id, tr("no model is loaded"));
+        return;
+    }
+    QElapsedTimer timer;
+    timer.start();
+    try {
+        SessionOptions so;
+        for (int32_t t : m_tokenizer->encode(r.prompt.toStdString(), true)) so.prompt.push_back(t);
+        so.policies = r.policies;
+        so.budget = r.budget;
+        so.tokenizer = m_tokenizer;
+        so.attention = {true, r.layer, r.head};
+        Session session(m_model, so);
+        session.setCancelFlag(r.cancel.get());
+        Q_EMIT traceReady(r.id, session.start());
+        const double promptMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;
+        for (int s = 0; s < r.decodeSteps; ++s) Q_EMIT traceReady(r.id, session.step());
+        Q_EMIT runFinished(r.id, promptMs, static_cast<double>(timer.nsecsElapsed()) / 1e6);
+    } catch (const Cancelled&) {
+        // A newer request superseded this one; it is already queued.
+    } catch (const std::exception& e) {
+        Q_EMIT runFailed(r.id, QString::fromStdString(e.what()));
+    }
+}
+
+}  // namespace kvlens::gui

@@ -1,0 +1,55 @@
+#pragma once
+// The one worker thread's object: owns the Model and runs Sessions. Every
+// request carries an id and a cancel flag; the controller raises the flag of
+// a superseded request, the Session throws Cancelled between tokens, and the
+// worker moves on to the newest request. Results leave as immutable Traces.
+#include <QObject>
+#include <QString>
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "app/gui/metatypes.h"
+
+namespace kvlens {
+class Model;
+}
+
+namespace kvlens::gui {
+
+struct RunRequest {
+    quint64 id = 0;
+    std::shared_ptr<std::atomic<bool>> cancel;
+    QString prompt;
+    std::vector<PolicyConfig> policies;
+    BudgetSpec budget;
+    int decodeSteps = 16;
+    int64_t layer = 0, head = 0;  // the attention map captured
+};
+
+class Worker : public QObject {
+    Q_OBJECT
+public:
+    explicit Worker(QObject* parent = nullptr);
+    ~Worker() override;
+
+    // Run on the worker thread (the controller invokes them queued).
+    void load(quint64 id, const QString& dir, const RunSettings& settings);
+    void run(const RunRequest& request);
+
+Q_SIGNALS:
+    void loadProgress(quint64 id, int percent, const QString& stage);
+    void modelLoaded(quint64 id, const kvlens::ModelSummary& summary,
+                     const std::shared_ptr<const kvlens::Tokenizer>& tokenizer);
+    void loadFailed(quint64 id, const QString& message);
+    void traceReady(quint64 id, const std::shared_ptr<const kvlens::Trace>& trace);
+    // promptMs: until the prompt's trace (every policy read the prompt); totalMs: all steps.
+    void runFinished(quint64 id, double promptMs, double totalMs);
+    void runFailed(quint64 id, const QString& message);
+
+private:
+    std::shared_ptr<const Model> m_model;
+    std::shared_ptr<const Tokenizer> m_tokenizer;
+};
+
+}  // namespace kvlens::gui

@@ -1,0 +1,131 @@
+// AttentionHeatmap: evicted keys in their own colour, shared colour range,
+// zoom/pan, and a max-pool level of detail that keeps heavy hitters.
+#include <QPainter>
+#include <QtTest>
+#include <cmath>
+
+#include "trace_fixtures.h"
+#include "widgets/attention_heatmap.h"
+#include "widgets/attention_lod.h"
+#include "widgets/comparison_view.h"
+#include "widgets/palette.h"
+#include "widgets/policy_column.h"
+
+using namespace kvlens;
+
+class AttentionHeatmapTest : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void marksEvictedKeys() {
+        auto trace = test::makeTrace(12);
+        ui::AttentionHeatmap map;
+        map.resize(300, 300);
+        map.setColourRange({0, 1});
+        map.setMap(trace, std::make_shared<ui::AttentionLod>(trace->attention[1]), 1, 5);
+        const QImage img = map.grab().toImage();
+        QCOMPARE(img.pixelColor(map.cellCentre(8, 3)), ui::evictedColour());   // evicted key
+        QCOMPARE(img.pixelColor(map.cellCentre(2, 7)), ui::futureColour());    // after the query
+        const QColor kept = img.pixelColor(map.cellCentre(8, 2));
+        QVERIFY(kept != ui::evictedColour() && kept != ui::futureColour());
+        QCOMPARE(kept.rgb(), ui::viridis(ui::normalise(1.0f / 9, {0, 1}, ui::ColourScale::Linear)));
+        // Before the eviction (query 4) key 3 is still held.
+        QVERIFY(img.pixelColor(map.cellCentre(4, 3)) != ui::evictedColour());
+    }
+
+    void colourScales() {
+        const ui::ColourRange r{0.001f, 1};
+        QCOMPARE(ui::normalise(1, r, ui::ColourScale::Linear), 1.0);
+        QVERIFY(std::abs(ui::normalise(0.25f, {0, 1}, ui::ColourScale::Power) - 0.5) < 1e-6);
+        QVERIFY(std::abs(ui::normalise(0.0316228f, r, ui::ColourScale::Log) - 0.5) < 1e-3);
+        QCOMPARE(ui::colourScaleFromName(ui::colourScaleName(ui::ColourScale::Log)), ui::ColourScale::Log);
+    }
+
+    void sharedColourRangeAcrossColumns() {
+        auto trace = test::makeTrace(12);
+        trace->attention[1].values[0] = 4.0f;  // only the h2o column has this weight
+        ui::ComparisonView view;
+        view.resize(800, 600);
+        view.setTrace(trace);
+        QCOMPARE(view.columnCount(), 2);
+        QCOMPARE(view.colourRange().hi, 4.0f);
+        // The same weight paints the same colour in both columns.
+        const QImage a = view.column(0)->heatmap()->grab().toImage();
+        const QImage b = view.column(1)->heatmap()->grab().toImage();
+        const auto* ha = view.column(0)->heatmap();
+        const auto* hb = view.column(1)->heatmap();
+        QCOMPARE(a.pixelColor(ha->cellCentre(9, 1)), b.pixelColor(hb->cellCentre(9, 1)));
+    }
+
+    void zoomAndPan() {
+        auto trace = test::makeTrace(64);
+        ui::AttentionHeatmap map;
+        map.resize(300, 300);
+        map.setMap(trace, std::make_shared<ui::AttentionLod>(trace->attention[0]), 1, 5);
+        QCOMPARE(map.view().width(), 64.0);
+        QSignalSpy changed(&map, &ui::AttentionHeatmap::viewChanged);
+        const QPoint centre = map.plotRect().center();
+        QWheelEvent wheel(centre, map.mapToGlobal(centre), {}, {0, 240}, Qt::NoButton, Qt::NoModifier,
+                          Qt::NoScrollPhase, false);
+        QApplication::sendEvent(&map, &wheel);
+        QVERIFY(map.view().width() < 64.0 * 0.7);
+        QCOMPARE(changed.count(), 1);
+        const QRectF zoomed = map.view();
+        QTest::mousePress(&map, Qt::LeftButton, {}, centre);
+        QTest::mouseMove(&map, centre + QPoint(-60, -60));
+        QTest::mouseRelease(&map, Qt::LeftButton, {}, centre + QPoint(-60, -60));
+        QVERIFY(map.view().left() > zoomed.left() && map.view().top() > zoomed.top());
+        QTest::mouseDClick(&map, Qt::LeftButton, {}, centre);
+        QCOMPARE(map.view().width(), 64.0);
+    }
+
+    void levelOfDetailKeepsHeavyHitters() {
+        AttentionMap m;
+        m.size = 1024;
+        m.values.assign(1024 * 1024, 0.001f);
+        for (int q = 0; q < 1024; ++q) {
+            m.values[static_cast<size_t>(q * 1024 + 517)] = 0.9f;  // one heavy-hitter key
+            for (int k = q + 1; k < 1024; ++k) m.values[static_cast<size_t>(q * 1024 + k)] = kNoScore;
+        }
+        m.values[static_cast<size_t>(1000 * 1024 + 3)] = kNoScore;  // an evicted cell among kept ones
+        ui::AttentionLod lod(m);
+        QVERIFY(lod.levels() >= 10);
+        const int level = lod.levelFor(8.0);
+        QCOMPARE(level, 3);
+        QCOMPARE(lod.levelSize(level), int64_t{128});
+        QCOMPARE(lod.at(level, 1000 / 8, 517 / 8), 0.9f);             // survives pooling
+        QCOMPARE(lod.at(level, 1000 / 8, 3 / 8), 0.001f);             // kept values win over one NaN
+        QVERIFY(ui::AttentionLod::isFuture(lod.at(level, 0, 100)));   // wholly after the queries
+        QVERIFY(ui::AttentionLod::isEvicted(lod.at(0, 1000, 3)));
+    }
+
+    void rendersLargeMapsQuickly() {
+        AttentionMap m;
+        m.size = 4096;
+        m.values.assign(static_cast<size_t>(m.size * m.size), 0.0f);
+        for (int64_t q = 0; q < m.size; ++q) m.values[static_cast<size_t>(q * m.size)] = 1.0f;
+        auto lod = std::make_shared<ui::AttentionLod>(m);
+        auto trace = std::make_shared<Trace>();
+        ui::AttentionHeatmap map;
+        map.resize(600, 600);
+        map.setMap(trace, lod, 0, 0);
+        QImage target(600, 600, QImage::Format_RGB32);
+        QElapsedTimer timer;
+        timer.start();
+        constexpr int frames = 30;
+        for (int i = 0; i < frames; ++i) {
+            map.setView(QRectF(i * 40.0, i * 40.0, 2048, 2048));  // panning
+            QPainter p(&target);
+            map.paint(p, target.rect());
+        }
+        const double ms = static_cast<double>(timer.elapsed()) / frames;
+        qInfo("4096 x 4096 map, panning at 600 x 600: %.2f ms per frame", ms);
+        // The first column (the sink) survives max pooling in the rendered frame.
+        QPainter p(&target);
+        map.setView(QRectF(0, 0, 4096, 4096));
+        map.paint(p, target.rect());
+        QCOMPARE(target.pixelColor(map.plotRect().left(), map.plotRect().bottom() - 2).rgb(), ui::viridis(1.0));
+    }
+};
+
+QTEST_MAIN(AttentionHeatmapTest)
+#include "attention_heatmap_test.moc"

@@ -1,0 +1,85 @@
+// BudgetEditor: dragging a bar edits one layer's budget (one undo step),
+// presets lay the bars out, and undo/redo restore the spec the session gets.
+#include <QtTest>
+#include <QUndoStack>
+
+#include "widgets/budget_bars.h"
+#include "widgets/budget_editor.h"
+
+using namespace kvlens;
+
+namespace {
+
+void drag(ui::BudgetBars* bars, int layer, int64_t to) {
+    const QPoint from = bars->pointFor(layer, 64);
+    const QPoint target = bars->pointFor(layer, to);
+    QTest::mousePress(bars, Qt::LeftButton, {}, from);
+    QTest::mouseMove(bars, (from + target) / 2);
+    QTest::mouseMove(bars, target);
+    QTest::mouseRelease(bars, Qt::LeftButton, {}, target);
+}
+
+}  // namespace
+
+class BudgetEditorTest : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void dragChangesOneLayer() {
+        QUndoStack undo;
+        ui::BudgetEditor editor(&undo);
+        editor.resize(400, 300);
+        editor.show();
+        editor.setContext(4, 200);
+        QVERIFY(QTest::qWaitForWindowExposed(&editor));
+        QSignalSpy changed(&editor, &ui::BudgetEditor::budgetChanged);
+        drag(editor.bars(), 2, 30);
+        QCOMPARE(changed.count(), 1);
+        const auto spec = changed.last().at(0).value<BudgetSpec>();
+        QCOMPARE(spec.perLayer.size(), size_t{4});
+        QVERIFY2(std::abs(spec.perLayer[2] - 30) <= 2, qPrintable(QString::number(spec.perLayer[2])));
+        QCOMPARE(spec.perLayer[0], int64_t{64});
+        QCOMPARE(spec.perLayer[3], int64_t{64});
+        QCOMPARE(editor.state().preset, ui::BudgetState::Preset::Custom);
+        QVERIFY(editor.totalText().contains(QString::number(64 * 3 + spec.perLayer[2])));
+        QCOMPARE(undo.count(), 1);
+
+        undo.undo();
+        QVERIFY(editor.spec().perLayer.empty());  // uniform: a token budget again
+        QCOMPARE(editor.spec().value, 64.0);
+        QCOMPARE(changed.last().at(0).value<BudgetSpec>().perLayer.size(), size_t{0});
+        undo.redo();
+        QCOMPARE(editor.spec().perLayer, spec.perLayer);
+    }
+
+    void pyramidPresetDecreasesUpwards() {
+        QUndoStack undo;
+        ui::BudgetEditor editor(&undo);
+        editor.setContext(8, 500);
+        ui::BudgetState s = editor.state();
+        s.preset = ui::BudgetState::Preset::Pyramid;
+        s.budget = 64;
+        s.beta = 20;
+        s.layout(8, 500);
+        editor.edit(s, "pyramid");
+        const auto b = editor.spec().perLayer;
+        QCOMPARE(b.size(), size_t{8});
+        QVERIFY(b.front() > b.back());  // lower layers keep more (PyramidKV)
+        for (size_t i = 1; i < b.size(); ++i) QVERIFY(b[i] <= b[i - 1]);
+        undo.undo();
+        QVERIFY(editor.spec().perLayer.empty());
+    }
+
+    void perHeadViewShowsHeldEntries() {
+        ui::BudgetBars bars;
+        bars.resize(300, 200);
+        bars.setBudgets({64, 64});
+        bars.setLimit(100);
+        const QImage plain = bars.grab().toImage();
+        bars.setHeadHeld({{80, 48}, {40, 88}});
+        const QImage perHead = bars.grab().toImage();
+        QVERIFY(plain != perHead);
+    }
+};
+
+QTEST_MAIN(BudgetEditorTest)
+#include "budget_editor_test.moc"

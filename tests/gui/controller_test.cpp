@@ -1,0 +1,87 @@
+// Controller: one worker, newest request wins, stale results are dropped on
+// the GUI thread, cancelling a long run is immediate.
+#include <QtTest>
+
+#include "app/gui/controller.h"
+#include "gui_test_main.h"
+#include "core/paths.h"
+#include "trace_fixtures.h"
+
+using namespace kvlens;
+using kvlens::gui::Controller;
+
+namespace {
+
+const QString kPrompt = QStringLiteral(
+    "the code for the red door is 4 8 2 1 . the small cat sleeps under the tree . what is the code for the red door ?");
+
+bool loadBundled(Controller& c) {
+    QSignalSpy loaded(&c, &Controller::modelLoaded);
+    c.loadModel(QString::fromStdString(bundledModelDir().string()), RunSettings{});
+    return loaded.wait(60000);
+}
+
+bool settled(const Controller& c, int traces) {
+    return !c.busy() && static_cast<int>(c.history().size()) == traces;
+}
+
+}  // namespace
+
+class ControllerTest : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void staleResultsAreDropped() {
+        Controller c;
+        QSignalSpy shown(&c, &Controller::traceShown);
+        c.acceptTrace(c.currentRunId() + 7, test::makeTrace(12));
+        QCOMPARE(c.droppedResults(), 1);
+        QVERIFY(c.history().empty());
+        QCOMPARE(shown.count(), 0);
+    }
+
+    void newestRequestWins() {
+        Controller c;
+        QVERIFY(loadBundled(c));
+        c.setPrompt(kPrompt);
+        c.setPolicies({parsePolicySpec("streaming")});
+        c.setDecodeSteps(4);
+        QSignalSpy issued(&c, &Controller::runIssued);
+        for (int budget : {8, 12, 16}) {
+            c.setBudget(parseBudget(std::to_string(budget)));
+            c.runNow();
+        }
+        QVERIFY(issued.count() >= 3);
+        QTRY_VERIFY_WITH_TIMEOUT(settled(c, 5), 60000);
+        QCOMPARE(c.history().front()->promptLength, c.history().back()->promptLength);
+        for (const auto& t : c.history()) {
+            QCOMPARE(t->policies.size(), size_t{2});
+            QCOMPARE(t->policies[1].layers[0].budget, int64_t{16});  // only the newest request's traces
+        }
+        QCOMPARE(c.history().back()->step, int64_t{4});
+        qInfo("results of superseded requests dropped: %d", c.droppedResults());
+    }
+
+    void cancellingIsImmediate() {
+        Controller c;
+        QVERIFY(loadBundled(c));
+        c.setPrompt(kPrompt);
+        c.setPolicies({parsePolicySpec("h2o")});
+        c.setBudget(parseBudget("16"));
+        c.setDecodeSteps(2000);  // minutes of work if it were not cancelled
+        QSignalSpy finished(&c, &Controller::runFinished);
+        c.runNow();
+        QTRY_VERIFY_WITH_TIMEOUT(c.history().size() >= 3, 60000);  // the long run is under way
+        QElapsedTimer timer;
+        timer.start();
+        c.setDecodeSteps(1);
+        c.runNow();
+        const quint64 newest = c.currentRunId();
+        QTRY_VERIFY_WITH_TIMEOUT(settled(c, 2), 20000);
+        qInfo("a superseded 2000-step run gave way in %lld ms", static_cast<long long>(timer.elapsed()));
+        QCOMPARE(finished.count(), 1);
+        QCOMPARE(finished.at(0).at(0).value<quint64>(), newest);
+    }
+};
+
+KVLENS_GUI_TEST_MAIN(ControllerTest)
+#include "controller_test.moc"

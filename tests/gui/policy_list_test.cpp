@@ -1,0 +1,73 @@
+// PolicyList and ParamForm: add/remove from the registry, parameter controls
+// built from ParamSpecs, validation through the registry, undo/redo.
+#include <QtTest>
+#include <QComboBox>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QSpinBox>
+#include <QUndoStack>
+
+#include "widgets/param_form.h"
+#include "widgets/policy_list.h"
+
+using namespace kvlens;
+
+class PolicyListTest : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void addConfigureRemoveUndo() {
+        QUndoStack undo;
+        ui::PolicyList list(&undo);
+        list.setPolicies({parsePolicySpec("streaming")});
+        QSignalSpy changed(&list, &ui::PolicyList::policiesChanged);
+        list.addPolicy("snapkv");
+        QCOMPARE(list.policies().size(), size_t{2});
+        QCOMPARE(changed.count(), 1);
+        QCOMPARE(list.list()->currentRow(), 1);  // the new policy is selected, its form shown
+
+        auto* window = qobject_cast<QSpinBox*>(list.form()->control("window"));
+        QVERIFY(window);
+        QCOMPARE(window->value(), 32);
+        window->setValue(16);
+        QCOMPARE(list.policies()[1].label(), std::string("snapkv:window=16"));
+        QCOMPARE(changed.last().at(0).value<std::vector<PolicyConfig>>()[1].getInt("window"), int64_t{16});
+
+        auto* pool = qobject_cast<QComboBox*>(list.form()->control("pool"));
+        QVERIFY(pool);
+        QCOMPARE(pool->count(), 2);  // max | avg, from the registry
+
+        undo.undo();
+        QCOMPARE(list.policies()[1].label(), std::string("snapkv"));
+        QTRY_COMPARE(qobject_cast<QSpinBox*>(list.form()->control("window"))->value(), 32);  // the form follows
+        undo.undo();
+        QCOMPARE(list.policies().size(), size_t{1});
+        undo.redo();
+        QCOMPARE(list.policies().size(), size_t{2});
+
+        list.select(0);
+        list.removeSelected();
+        QCOMPARE(list.policies().size(), size_t{1});
+        QCOMPARE(list.policies()[0].id, std::string("snapkv"));
+    }
+
+    void invalidValuesAreRejectedWithAReason() {
+        QUndoStack undo;
+        ui::PolicyList list(&undo);
+        list.setPolicies({parsePolicySpec("knorm")});
+        list.select(0);
+        QSignalSpy changed(&list, &ui::PolicyList::policiesChanged);
+        auto* layers = qobject_cast<QLineEdit*>(list.form()->control("skip_layers"));
+        QVERIFY(layers);
+        layers->setText("0,x");
+        Q_EMIT layers->editingFinished();
+        QCOMPARE(changed.count(), 0);
+        QVERIFY(!list.form()->errorText().isEmpty());
+        layers->setText("0");
+        Q_EMIT layers->editingFinished();
+        QCOMPARE(changed.count(), 1);
+        QVERIFY(list.form()->errorText().isEmpty());
+    }
+};
+
+QTEST_MAIN(PolicyListTest)
+#include "policy_list_test.moc"

@@ -1,0 +1,168 @@
+#include "widgets/budget_editor.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSignalBlocker>
+#include <QSpinBox>
+#include <QUndoStack>
+#include <QVBoxLayout>
+
+#include "widgets/budget_bars.h"
+#include "widgets/value_command.h"
+
+namespace kvlens::ui {
+namespace {
+
+using Preset = BudgetState::Preset;
+
+// An adaptive allocator gives KV heads different budgets: those are the
+// policies the per-head view is for.
+bool adaptive(const PolicyTrace& p) {
+    return p.id == "adakv" || p.id == "andpro" || p.label.find("heads=adaptive") != std::string::npos;
+}
+
+}  // namespace
+
+BudgetEditor::BudgetEditor(QUndoStack* undo, QWidget* parent)
+    : QWidget(parent),
+      m_undo(undo),
+      m_preset(new QComboBox(this)),
+      m_budget(new QSpinBox(this)),
+      m_beta(new QDoubleSpinBox(this)),
+      m_total(new QLabel(this)),
+      m_bars(new BudgetBars(this)),
+      m_perHead(new QCheckBox(tr("per KV head of"), this)),
+      m_headPolicy(new QComboBox(this)) {
+    m_preset->addItems({tr("uniform"), tr("pyramid (β)"), tr("custom")});
+    m_budget->setRange(1, 1000000);
+    m_budget->setValue(static_cast<int>(m_state.budget));
+    m_budget->setKeyboardTracking(false);
+    m_budget->setToolTip(tr("Average cache budget per layer and KV head, in tokens (sinks and window included)"));
+    m_beta->setRange(1, 1000);
+    m_beta->setValue(m_state.beta);
+    m_beta->setKeyboardTracking(false);
+    m_beta->setToolTip(tr("PyramidKV's β: the top layer keeps about b/β"));
+    auto* top = new QHBoxLayout;
+    top->addWidget(m_preset);
+    top->addWidget(new QLabel(tr("B"), this));
+    top->addWidget(m_budget);
+    top->addWidget(new QLabel(tr("β"), this));
+    top->addWidget(m_beta);
+    auto* headRow = new QHBoxLayout;
+    headRow->addWidget(m_perHead);
+    headRow->addWidget(m_headPolicy, 1);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addLayout(top);
+    layout->addWidget(m_bars, 1);
+    layout->addWidget(m_total);
+    layout->addLayout(headRow);
+
+    connect(m_preset, qOverload<int>(&QComboBox::activated), this, [this](int i) {
+        BudgetState s = m_state;
+        s.preset = static_cast<Preset>(i);
+        s.layout(m_layers, m_promptLength);
+        edit(s, tr("Budget preset"));
+    });
+    connect(m_budget, qOverload<int>(&QSpinBox::valueChanged), this, [this](int v) {
+        BudgetState s = m_state;
+        s.budget = v;
+        if (s.preset == Preset::Custom) s.preset = Preset::Uniform;  // a new average re-lays the bars
+        s.layout(m_layers, m_promptLength);
+        edit(s, tr("Budget"));
+    });
+    connect(m_beta, qOverload<double>(&QDoubleSpinBox::valueChanged), this, [this](double v) {
+        BudgetState s = m_state;
+        s.beta = v;
+        s.layout(m_layers, m_promptLength);
+        edit(s, tr("Pyramid β"));
+    });
+    connect(m_bars, &BudgetBars::edited, this, [this](const std::vector<int64_t>& perLayer) {
+        BudgetState s = m_state;
+        s.preset = Preset::Custom;
+        s.perLayer = perLayer;
+        edit(s, tr("Drag layer budget"));
+    });
+    connect(m_perHead, &QCheckBox::toggled, this, &BudgetEditor::updateHeadView);
+    connect(m_headPolicy, qOverload<int>(&QComboBox::activated), this, &BudgetEditor::updateHeadView);
+    syncControls();
+}
+
+void BudgetEditor::edit(const BudgetState& next, const QString& what) {
+    if (next == m_state) {
+        syncControls();  // e.g. a drag that ended where it started
+        return;
+    }
+    m_undo->push(new ValueCommand<BudgetState>(what, m_state, next, [this](const BudgetState& s) { apply(s); }));
+}
+
+void BudgetEditor::apply(const BudgetState& s) {
+    m_state = s;
+    m_state.layout(m_layers, m_promptLength);
+    syncControls();
+    Q_EMIT budgetChanged(m_state.spec());
+}
+
+void BudgetEditor::setContext(int64_t numLayers, int64_t promptLength) {
+    if (numLayers == m_layers && promptLength == m_promptLength) return;
+    m_layers = numLayers;
+    m_promptLength = std::max<int64_t>(1, promptLength);
+    const BudgetSpec before = m_state.spec();
+    m_state.layout(m_layers, m_promptLength);
+    m_bars->setLimit(m_promptLength);
+    syncControls();
+    const BudgetSpec after = m_state.spec();
+    // Pyramid budgets depend on the prompt length; the session must follow.
+    if (before.perLayer != after.perLayer) Q_EMIT budgetChanged(after);
+}
+
+QString BudgetEditor::totalText() const {
+    const int64_t n = static_cast<int64_t>(m_state.perLayer.size());
+    return tr("total %1 entries per KV head over %2 layers (mean %3; prompt %4 tokens)")
+        .arg(m_state.total())
+        .arg(n)
+        .arg(n ? static_cast<double>(m_state.total()) / static_cast<double>(n) : 0.0, 0, 'f', 1)
+        .arg(m_promptLength);
+}
+
+void BudgetEditor::syncControls() {
+    const QSignalBlocker b1(m_preset), b2(m_budget), b3(m_beta);
+    m_preset->setCurrentIndex(static_cast<int>(m_state.preset));
+    m_budget->setValue(static_cast<int>(m_state.budget));
+    m_beta->setValue(m_state.beta);
+    m_beta->setEnabled(m_state.preset == Preset::Pyramid);
+    m_bars->setBudgets(m_state.perLayer);
+    m_total->setText(totalText());
+}
+
+void BudgetEditor::setTrace(std::shared_ptr<const Trace> trace) {
+    m_trace = std::move(trace);
+    const QString current = m_headPolicy->currentText();
+    const QSignalBlocker block(m_headPolicy);
+    m_headPolicy->clear();
+    int preferred = -1;
+    for (size_t i = 1; m_trace && i < m_trace->policies.size(); ++i) {
+        m_headPolicy->addItem(QString::fromStdString(m_trace->policies[i].label), static_cast<int>(i));
+        if (preferred < 0 && adaptive(m_trace->policies[i])) preferred = static_cast<int>(i) - 1;
+    }
+    const int keep = m_headPolicy->findText(current);
+    m_headPolicy->setCurrentIndex(keep >= 0 ? keep : std::max(0, preferred));
+    updateHeadView();
+}
+
+void BudgetEditor::updateHeadView() {
+    std::vector<std::vector<int64_t>> held;
+    const int policy = m_headPolicy->currentData().toInt();
+    if (m_perHead->isChecked() && m_trace && policy > 0 && policy < static_cast<int>(m_trace->policies.size()))
+        for (const LayerTrace& l : m_trace->policies[static_cast<size_t>(policy)].layers) {
+            held.emplace_back();
+            for (const HeadTrace& h : l.heads) held.back().push_back(h.held);
+        }
+    m_bars->setHeadHeld(std::move(held));
+}
+
+}  // namespace kvlens::ui

@@ -1,0 +1,194 @@
+#include "widgets/metrics_panel.h"
+
+#include <QGridLayout>
+#include <QSplitter>
+#include <QTextBrowser>
+#include <QVBoxLayout>
+#include <cmath>
+
+#include "widgets/palette.h"
+#include "widgets/qcustomplot_include.h"
+
+namespace kvlens::ui {
+namespace {
+
+QCustomPlot* makePlot(QWidget* parent, const QString& title, const QString& x, const QString& y) {
+    auto* plot = new QCustomPlot(parent);
+    QFont small = parent->font();
+    small.setPointSizeF(std::max(6.0, small.pointSizeF() * 0.8));
+    plot->plotLayout()->insertRow(0);
+    QFont bold = small;
+    bold.setBold(true);
+    plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, title, bold));
+    for (QCPAxis* a : {plot->xAxis, plot->yAxis}) {
+        a->setTickLabelFont(small);
+        a->setLabelFont(small);
+    }
+    plot->xAxis->setLabel(x);
+    plot->yAxis->setLabel(y);
+    plot->legend->setFont(small);
+    plot->legend->setRowSpacing(-3);
+    plot->setMinimumSize(160, 130);
+    return plot;
+}
+
+QCPGraph* addSeries(QCustomPlot* plot, const QString& name, int policy, const QVector<double>& x,
+                    const QVector<double>& y) {
+    QCPGraph* g = plot->addGraph();
+    g->setName(name);
+    g->setPen(QPen(policyColour(policy), 1.5));
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 3));
+    g->setData(x, y, true);
+    return g;
+}
+
+}  // namespace
+
+MetricsPanel::MetricsPanel(QWidget* parent)
+    : QWidget(parent),
+      m_kl(makePlot(this, tr("next-token KL(full ‖ policy)"), tr("decode step"), tr("nats"))),
+      m_agree(makePlot(this, tr("top-1 agreement (running)"), tr("decode step"), tr("%"))),
+      m_mass(makePlot(this, tr("retained attention mass"), tr("layer"), tr("share"))),
+      m_memory(makePlot(this, tr("KV memory held"), QString(), tr("KiB"))),
+      m_outputs(new QTextBrowser(this)) {
+    auto* plots = new QWidget(this);
+    auto* grid = new QGridLayout(plots);
+    grid->setContentsMargins(0, 0, 0, 0);
+    grid->addWidget(m_kl, 0, 0);
+    grid->addWidget(m_agree, 0, 1);
+    grid->addWidget(m_mass, 1, 0);
+    grid->addWidget(m_memory, 1, 1);
+    auto* split = new QSplitter(Qt::Vertical, this);
+    split->addWidget(plots);
+    split->addWidget(m_outputs);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 1);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(2, 2, 2, 2);
+    layout->addWidget(split);
+    m_outputs->setPlaceholderText(tr("Each policy's output appears here once a run has decode steps."));
+    m_mass->legend->setVisible(true);
+    m_mass->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+}
+
+void MetricsPanel::setTokenText(std::function<QString(int64_t)> text) { m_tokenText = std::move(text); }
+
+QString MetricsPanel::tokenText(int64_t id) const {
+    return m_tokenText ? m_tokenText(id) : QStringLiteral("#%1").arg(id);
+}
+
+void MetricsPanel::setTrace(std::shared_ptr<const Trace> trace) {
+    if (!trace || trace->policies.empty()) return;
+    plotSteps(trace);
+    plotMass(*trace);
+    plotMemory(*trace);
+    showOutputs(*trace);
+}
+
+void MetricsPanel::plotSteps(std::shared_ptr<const Trace> t) {
+    m_kl->clearGraphs();
+    m_agree->clearGraphs();
+    for (size_t p = 1; p < t->policies.size(); ++p) {
+        const PolicyTrace& pt = t->policies[p];
+        QVector<double> x, kl, agree;
+        int agreeing = 0;
+        for (size_t i = 0; i < pt.metrics.size(); ++i) {
+            x.push_back(static_cast<double>(i));
+            kl.push_back(pt.metrics[i].kl);
+            agreeing += pt.metrics[i].top1Agrees ? 1 : 0;
+            agree.push_back(100.0 * agreeing / static_cast<double>(i + 1));
+        }
+        const QString name = QString::fromStdString(pt.label);
+        addSeries(m_kl, name, static_cast<int>(p), x, kl);
+        addSeries(m_agree, name, static_cast<int>(p), x, agree);
+    }
+    // Whole decode steps on the x axis, at most about five ticks.
+    const int steps = t->policies.empty() ? 1 : static_cast<int>(t->policies[0].metrics.size());
+    QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
+    ticker->setTickStep(std::max(1, (steps + 4) / 5));
+    ticker->setScaleStrategy(QCPAxisTickerFixed::ssNone);
+    m_kl->xAxis->setTicker(ticker);
+    m_agree->xAxis->setTicker(ticker);
+    m_kl->rescaleAxes();
+    m_kl->yAxis->setRangeLower(0);
+    m_agree->rescaleAxes();
+    m_agree->yAxis->setRange(0, 105);
+    m_kl->replot(QCustomPlot::rpQueuedReplot);
+    m_agree->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void MetricsPanel::plotMass(const Trace& t) {
+    m_mass->clearGraphs();
+    for (size_t p = 1; p < t.policies.size(); ++p) {
+        QVector<double> x, y;
+        const auto& layers = t.policies[p].layers;
+        for (size_t l = 0; l < layers.size(); ++l) {
+            const auto& m = layers[l].retainedMass;
+            if (m.empty()) continue;
+            double sum = 0;
+            for (float v : m) sum += v;
+            x.push_back(static_cast<double>(l));
+            y.push_back(sum / static_cast<double>(m.size()));
+        }
+        addSeries(m_mass, QString::fromStdString(t.policies[p].label), static_cast<int>(p), x, y);
+    }
+    m_mass->xAxis->setRange(-0.3, std::max<double>(1, static_cast<double>(t.numLayers) - 0.7));
+    m_mass->yAxis->setRange(0, 1.05);
+    QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
+    ticker->setTickStep(1);
+    m_mass->xAxis->setTicker(ticker);
+    m_mass->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void MetricsPanel::plotMemory(const Trace& t) {
+    m_memory->clearPlottables();
+    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+    double top = 1;
+    for (size_t p = 0; p < t.policies.size(); ++p) {
+        auto* bars = new QCPBars(m_memory->xAxis, m_memory->yAxis);
+        const double kib = static_cast<double>(t.policies[p].bytesHeld) / 1024.0;
+        bars->setData({static_cast<double>(p)}, {kib});
+        bars->setBrush(policyColour(static_cast<int>(p)));
+        bars->setPen(Qt::NoPen);
+        bars->setWidth(0.7);
+        top = std::max(top, kib);
+        ticker->addTick(static_cast<double>(p), QString::fromStdString(t.policies[p].id));
+    }
+    m_memory->xAxis->setTicker(ticker);
+    m_memory->xAxis->setTickLabelRotation(60);
+    m_memory->xAxis->setRange(-0.6, static_cast<double>(t.policies.size()) - 0.4);
+    m_memory->yAxis->setRange(0, top * 1.1);
+    m_memory->replot(QCustomPlot::rpQueuedReplot);
+}
+
+// Teacher-forced runs read the same tokens, so what differs is each policy's
+// prediction: its argmax per step, marked where it disagrees with full.
+// Free-running runs generate their own text: marked from where it diverged.
+void MetricsPanel::showOutputs(const Trace& t) {
+    QString html;
+    const PolicyTrace& full = t.policies[0];
+    for (size_t p = 0; p < t.policies.size(); ++p) {
+        const PolicyTrace& pt = t.policies[p];
+        html += QStringLiteral("<p style='margin:2px'><b style='color:%1'>%2</b>: ")
+                    .arg(policyColour(static_cast<int>(p)).name(), QString::fromStdString(pt.label).toHtmlEscaped());
+        const size_t n = t.teacherForced ? pt.metrics.size() : pt.generated.size();
+        for (size_t i = 0; i < n; ++i) {
+            const int64_t id = t.teacherForced ? pt.metrics[i].argmax : pt.generated[i];
+            const bool differs = t.teacherForced ? !pt.metrics[i].top1Agrees
+                                                 : (pt.divergedAt >= 0 && static_cast<int64_t>(i) >= pt.divergedAt);
+            const QString word = tokenText(id).toHtmlEscaped();
+            html += differs ? QStringLiteral("<span style='background:#F8D0B8;text-decoration:underline'>%1</span>").arg(word)
+                            : word;
+        }
+        html += QStringLiteral("</p>");
+    }
+    if (t.teacherForced)
+        html += tr("<p style='margin:2px;color:gray'><small>teacher-forced: each policy's most likely next token "
+                   "at every step; marked where it differs from full (%1 steps)</small></p>")
+                    .arg(full.metrics.size());
+    m_outputs->setHtml(html);
+}
+
+QString MetricsPanel::outputHtml() const { return m_outputs->toHtml(); }
+
+}  // namespace kvlens::ui

@@ -1,0 +1,46 @@
+#pragma once
+// The metrics dock: next-token KL and running top-1 agreement over decode
+// steps, retained attention mass per layer, KV memory held against the full
+// cache (QCustomPlot), and each policy's output with where it departs from
+// the full cache marked.
+#include <QWidget>
+#include <functional>
+#include <memory>
+
+#include "core/run/trace.h"
+
+class QCustomPlot;
+class QTextBrowser;
+
+namespace kvlens::ui {
+
+class MetricsPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit MetricsPanel(QWidget* parent = nullptr);
+
+    // Readable text of a token id (the model's tokenizer); "#id" when unset.
+    void setTokenText(std::function<QString(int64_t)> text);
+    void setTrace(std::shared_ptr<const Trace> trace);
+    QCustomPlot* klPlot() const { return m_kl; }
+    QCustomPlot* agreementPlot() const { return m_agree; }
+    QCustomPlot* massPlot() const { return m_mass; }
+    QCustomPlot* memoryPlot() const { return m_memory; }
+    QString outputHtml() const;
+
+private:
+    void plotSteps(std::shared_ptr<const Trace> t);
+    void plotMass(const Trace& t);
+    void plotMemory(const Trace& t);
+    void showOutputs(const Trace& t);
+    QString tokenText(int64_t id) const;
+
+    QCustomPlot* m_kl;
+    QCustomPlot* m_agree;
+    QCustomPlot* m_mass;
+    QCustomPlot* m_memory;
+    QTextBrowser* m_outputs;
+    std::function<QString(int64_t)> m_tokenText;
+};
+
+}  // namespace kvlens::ui

@@ -1,0 +1,65 @@
+#include "widgets/policy_column.h"
+
+#include <QLabel>
+#include <QVBoxLayout>
+
+#include "widgets/attention_heatmap.h"
+#include "widgets/head_grid.h"
+#include "widgets/palette.h"
+#include "widgets/token_strip.h"
+
+namespace kvlens::ui {
+namespace {
+
+QString headerFor(const Trace& t, int policy) {
+    const PolicyTrace& p = t.policies[static_cast<size_t>(policy)];
+    const double full = static_cast<double>(t.policies[0].bytesHeld);
+    const double share = full > 0 ? 100.0 * static_cast<double>(p.bytesHeld) / full : 100.0;
+    QString text = QStringLiteral("<b><span style='color:%1'>■</span> %2</b><br/><small>%3%4 · KV %5 KiB (%6%)")
+                       .arg(policyColour(policy).name(), QString::fromStdString(p.label).toHtmlEscaped(),
+                            QString::fromStdString(p.schedule), p.rerotate ? QStringLiteral(" · re-rotated") : QString())
+                       .arg(static_cast<double>(p.bytesHeld) / 1024.0, 0, 'f', 1)
+                       .arg(share, 0, 'f', 0);
+    if (policy > 0 && !p.metrics.empty())
+        text += QStringLiteral(" · KL %1 · top-1 %2%").arg(p.meanKl(), 0, 'f', 3).arg(100.0 * p.top1Agreement(), 0, 'f', 0);
+    text += QStringLiteral("</small>");
+    if (!p.budgetNote.empty())
+        text += QStringLiteral("<br/><small><i>%1</i></small>").arg(QString::fromStdString(p.budgetNote).toHtmlEscaped());
+    return text;
+}
+
+}  // namespace
+
+PolicyColumn::PolicyColumn(QWidget* parent)
+    : QWidget(parent),
+      m_header(new QLabel(this)),
+      m_strip(new TokenStrip(this)),
+      m_heatmap(new AttentionHeatmap(this)),
+      m_grid(new HeadGrid(this)) {
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(2, 2, 2, 2);
+    layout->setSpacing(4);
+    m_header->setTextFormat(Qt::RichText);
+    m_header->setWordWrap(true);
+    layout->addWidget(m_header);
+    layout->addWidget(m_strip);
+    layout->addWidget(m_heatmap, 1);
+    layout->addWidget(m_grid);
+}
+
+void PolicyColumn::setData(std::shared_ptr<const Trace> trace, int policy, std::shared_ptr<const AttentionLod> lod,
+                           int64_t layer, int64_t head) {
+    m_policy = policy;
+    const int64_t group = trace->numHeads / std::max<int64_t>(1, trace->numKvHeads);
+    m_header->setText(headerFor(*trace, policy));
+    m_strip->setData(trace, policy, layer, head / std::max<int64_t>(1, group));
+    const int64_t mapLayer = lod ? trace->attention[static_cast<size_t>(policy)].layer : layer;
+    const int64_t mapHead = lod ? trace->attention[static_cast<size_t>(policy)].head : head;
+    m_heatmap->setMap(trace, std::move(lod), mapLayer, mapHead);
+    m_grid->setData(trace, policy);
+    m_grid->setSelection(layer, head);
+}
+
+QString PolicyColumn::headerText() const { return m_header->text(); }
+
+}  // namespace kvlens::ui

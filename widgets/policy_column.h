@@ -1,0 +1,40 @@
+#pragma once
+// One policy's column of the comparison view: a header (label, schedule,
+// memory held, budget note), its token strip, attention heatmap and
+// layers × heads grid, all showing the same selected layer and head.
+#include <QWidget>
+#include <memory>
+
+#include "core/run/trace.h"
+#include "widgets/attention_lod.h"
+
+class QLabel;
+
+namespace kvlens::ui {
+
+class TokenStrip;
+class AttentionHeatmap;
+class HeadGrid;
+
+class PolicyColumn : public QWidget {
+    Q_OBJECT
+public:
+    explicit PolicyColumn(QWidget* parent = nullptr);
+
+    void setData(std::shared_ptr<const Trace> trace, int policy, std::shared_ptr<const AttentionLod> lod,
+                 int64_t layer, int64_t head);
+    int policyIndex() const { return m_policy; }
+    QString headerText() const;
+    TokenStrip* strip() const { return m_strip; }
+    AttentionHeatmap* heatmap() const { return m_heatmap; }
+    HeadGrid* grid() const { return m_grid; }
+
+private:
+    QLabel* m_header;
+    TokenStrip* m_strip;
+    AttentionHeatmap* m_heatmap;
+    HeadGrid* m_grid;
+    int m_policy = 0;
+};
+
+}  // namespace kvlens::ui

@@ -1,0 +1,130 @@
+#include "widgets/policy_list.h"
+
+#include <QHBoxLayout>
+#include <QListWidget>
+#include <QMenu>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSignalBlocker>
+#include <QToolButton>
+#include <QUndoStack>
+#include <QVBoxLayout>
+
+#include "widgets/palette.h"
+#include "widgets/param_form.h"
+#include "widgets/value_command.h"
+
+namespace kvlens::ui {
+
+PolicyList::PolicyList(QUndoStack* undo, QWidget* parent)
+    : QWidget(parent),
+      m_undo(undo),
+      m_list(new QListWidget(this)),
+      m_add(new QToolButton(this)),
+      m_remove(new QPushButton(tr("Remove"), this)),
+      m_form(new ParamForm(this)) {
+    auto* menu = new QMenu(this);
+    for (const PolicyInfo& info : policyRegistry()) {
+        if (info.id == "full") continue;  // always column 0
+        QAction* a = menu->addAction(QString::fromStdString(info.name + "  (" + info.id + ")"));
+        a->setToolTip(QString::fromStdString(info.summary));
+        connect(a, &QAction::triggered, this, [this, id = info.id] { addPolicy(id); });
+    }
+    m_add->setText(tr("Add policy"));
+    m_add->setMenu(menu);
+    m_add->setPopupMode(QToolButton::InstantPopup);
+    auto* buttons = new QHBoxLayout;
+    buttons->addWidget(m_add);
+    buttons->addWidget(m_remove);
+    buttons->addStretch(1);
+    auto* scroll = new QScrollArea(this);
+    scroll->setWidget(m_form);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addWidget(m_list, 1);
+    layout->addLayout(buttons);
+    layout->addWidget(scroll, 2);
+    m_list->setToolTip(tr("The full cache is always the first column; these run beside it"));
+    connect(m_remove, &QPushButton::clicked, this, &PolicyList::removeSelected);
+    connect(m_list, &QListWidget::currentRowChanged, this, [this](int row) {
+        if (row >= 0 && row < static_cast<int>(m_policies.size()))
+            m_form->setPolicy(m_policies[static_cast<size_t>(row)]);
+        else
+            m_form->clear();
+    });
+    connect(m_form, &ParamForm::edited, this, [this](const PolicyConfig& c) {
+        const int row = m_list->currentRow();
+        if (row < 0 || row >= static_cast<int>(m_policies.size())) return;
+        auto next = m_policies;
+        next[static_cast<size_t>(row)] = c;
+        edit(std::move(next), tr("Configure %1").arg(QString::fromStdString(c.id)));
+    });
+}
+
+void PolicyList::setPolicies(const std::vector<PolicyConfig>& policies) {
+    m_policies = policies;
+    refreshList();
+}
+
+void PolicyList::addPolicy(const std::string& id) {
+    auto next = m_policies;
+    next.push_back(parsePolicySpec(id));
+    edit(std::move(next), tr("Add %1").arg(QString::fromStdString(id)));
+    select(static_cast<int>(m_policies.size()) - 1);
+}
+
+void PolicyList::removeSelected() {
+    const int row = m_list->currentRow();
+    if (row < 0 || row >= static_cast<int>(m_policies.size())) return;
+    auto next = m_policies;
+    next.erase(next.begin() + row);
+    edit(std::move(next), tr("Remove %1").arg(QString::fromStdString(m_policies[static_cast<size_t>(row)].id)));
+}
+
+void PolicyList::select(int index) { m_list->setCurrentRow(index); }
+
+void PolicyList::edit(std::vector<PolicyConfig> next, const QString& what) {
+    m_undo->push(new ValueCommand<std::vector<PolicyConfig>>(what, m_policies, std::move(next),
+                                                             [this](const std::vector<PolicyConfig>& p) { apply(p); }));
+}
+
+void PolicyList::apply(const std::vector<PolicyConfig>& policies) {
+    m_policies = policies;
+    refreshList();
+    Q_EMIT policiesChanged(m_policies);
+}
+
+// Relabels in place when the count is unchanged, so that editing a parameter
+// keeps the selection and the form the user is typing in.
+void PolicyList::refreshList() {
+    const int row = m_list->currentRow();
+    const bool sameCount = m_list->count() == static_cast<int>(m_policies.size());
+    const QSignalBlocker block(m_list);
+    if (!sameCount) m_list->clear();
+    for (size_t i = 0; i < m_policies.size(); ++i) {
+        const QString text = QString::fromStdString(m_policies[i].label());
+        if (sameCount) {
+            m_list->item(static_cast<int>(i))->setText(text);
+        } else {
+            auto* item = new QListWidgetItem(text, m_list);
+            item->setForeground(policyColour(static_cast<int>(i) + 1));
+        }
+    }
+    const int keep = std::min(row, m_list->count() - 1);
+    m_list->setCurrentRow(keep);
+    if (keep < 0) {
+        m_form->clear();
+    } else if (m_form->shownLabel() != m_policies[static_cast<size_t>(keep)].label()) {
+        // Undo/redo changed what the form shows. Rebuilt later: this may run
+        // inside a signal of one of the form's own controls.
+        QMetaObject::invokeMethod(this, [this] {
+            const int r = m_list->currentRow();
+            if (r >= 0 && r < static_cast<int>(m_policies.size())) m_form->setPolicy(m_policies[static_cast<size_t>(r)]);
+        }, Qt::QueuedConnection);
+    }
+    m_remove->setEnabled(!m_policies.empty());
+}
+
+}  // namespace kvlens::ui
