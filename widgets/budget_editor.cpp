@@ -46,6 +46,7 @@ BudgetEditor::BudgetEditor(QUndoStack* undo, QWidget* parent)
     m_beta->setValue(m_state.beta);
     m_beta->setKeyboardTracking(false);
     m_beta->setToolTip(tr("PyramidKV's β: the top layer keeps about b/β"));
+    m_total->setWordWrap(true);
     auto* top = new QHBoxLayout;
     top->addWidget(m_preset);
     top->addWidget(new QLabel(tr("B"), this));

@@ -14,26 +14,59 @@ const TokenStatus kShown[] = {TokenStatus::Sink, TokenStatus::Window, TokenStatu
 }  // namespace
 
 StatusLegend::StatusLegend(QWidget* parent) : QWidget(parent) {
-    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+    QSizePolicy sp(QSizePolicy::Expanding, QSizePolicy::Fixed);
+    sp.setHeightForWidth(true);
+    setSizePolicy(sp);
 }
 
-QSize StatusLegend::sizeHint() const { return {600, fontMetrics().height() + 6}; }
+QSize StatusLegend::sizeHint() const { return {600, heightForWidth(600)}; }
 
-void StatusLegend::paint(QPainter& p, const QRect& area) const {
+namespace {
+
+struct Item {
+    QColor colour;
+    QString text;
+};
+
+QList<Item> items() {
+    QList<Item> out;
+    for (TokenStatus s : kShown) out.push_back({statusColour(s), statusText(s)});
+    out.push_back({evictedColour(), QStringLiteral("evicted key (heatmap)")});
+    return out;
+}
+
+// Lays the items out left to right, wrapping; calls `draw` for each.
+template <class Draw>
+int flow(const QFontMetrics& fm, const QRect& area, Draw draw) {
+    const int line = fm.height() + 4, box = fm.height() - 4;
+    int x = area.left() + 4, y = area.top();
+    for (const Item& item : items()) {
+        const int w = box + 4 + fm.horizontalAdvance(item.text) + 14;
+        if (x + w > area.right() && x > area.left() + 4) {
+            x = area.left() + 4;
+            y += line;
+        }
+        draw(item, QRect(x, y + (line - box) / 2, box, box), QRect(x + box + 4, y, w - box - 4, line));
+        x += w;
+    }
+    return y + line - area.top();
+}
+
+}  // namespace
+
+int StatusLegend::heightForWidth(int width) const {
+    return flow(fontMetrics(), QRect(0, 0, width, 1000), [](const Item&, const QRect&, const QRect&) {});
+}
+
+int StatusLegend::paint(QPainter& p, const QRect& area) const {
     p.save();
-    const QFontMetrics fm = p.fontMetrics();
-    int x = area.left() + 4;
-    const int box = fm.height() - 4, y = area.top() + (area.height() - box) / 2;
-    auto item = [&](const QColor& c, const QString& text) {
-        p.fillRect(QRect(x, y, box, box), c);
-        x += box + 4;
-        p.setPen(palette().color(QPalette::WindowText));
-        p.drawText(QRect(x, area.top(), fm.horizontalAdvance(text) + 2, area.height()), Qt::AlignVCenter, text);
-        x += fm.horizontalAdvance(text) + 14;
-    };
-    for (TokenStatus s : kShown) item(statusColour(s), statusText(s));
-    item(evictedColour(), QStringLiteral("evicted key (map)"));
+    p.setPen(palette().color(QPalette::WindowText));
+    const int h = flow(p.fontMetrics(), area, [&p](const Item& item, const QRect& box, const QRect& text) {
+        p.fillRect(box, item.colour);
+        p.drawText(text, Qt::AlignVCenter | Qt::AlignLeft, item.text);
+    });
     p.restore();
+    return h;
 }
 
 void StatusLegend::paintEvent(QPaintEvent*) {

@@ -8,7 +8,10 @@ class StatusLegend : public QWidget {
     Q_OBJECT
 public:
     explicit StatusLegend(QWidget* parent = nullptr);
-    void paint(QPainter& p, const QRect& area) const;
+    // Returns the height used; items wrap onto more lines in narrow areas.
+    int paint(QPainter& p, const QRect& area) const;
+    bool hasHeightForWidth() const override { return true; }
+    int heightForWidth(int width) const override;
     QSize sizeHint() const override;
 
 protected:

@@ -42,9 +42,12 @@ TransportBar::TransportBar(QWidget* parent)
     button(QStyle::SP_MediaSeekForward, tr("Next step (→)"), [this] { stepBy(1); });
     button(QStyle::SP_MediaSkipForward, tr("Last step"), [this] { stepBy(m_slider->maximum()); });
     m_slider->setRange(0, 0);
+    m_slider->setMinimumWidth(120);
+    m_slider->setToolTip(tr("Scrub through the decode steps (0: the prompt has been read)"));
     layout->addWidget(m_slider, 1);
     layout->addWidget(m_label);
     layout->addWidget(new QLabel(tr("decode steps"), this));
+    m_steps->setToolTip(tr("How many tokens every run decodes after the prompt"));
     m_steps->setRange(0, 4096);
     m_steps->setValue(16);
     m_steps->setKeyboardTracking(false);

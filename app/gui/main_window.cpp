@@ -76,27 +76,27 @@ MainWindow::MainWindow(QWidget* parent)
     statusBar()->addPermanentWidget(m_modelLabel);
     resize(1400, 900);
     restoreGeometry(m_settings.geometry.get());
-    restoreState(m_settings.windowState.get());
+    m_restoredLayout = restoreState(m_settings.windowState.get());
 }
 
 MainWindow::~MainWindow() = default;
 
 QWidget* MainWindow::buildCentral() {
     auto* central = new QWidget(this);
-    auto* top = new QHBoxLayout;
-    top->addWidget(m_transport, 1);
-    top->addWidget(new QLabel(tr("colour scale"), central));
+    auto* second = new QHBoxLayout;
+    second->addWidget(m_selection, 1);
+    second->addWidget(new QLabel(tr("colour scale"), central));
     m_scale->addItems({QStringLiteral("linear"), QStringLiteral("log"), QStringLiteral("power")});
     m_scale->setToolTip(tr("Attention colour scale, shared by every column"));
-    top->addWidget(m_scale);
+    second->addWidget(m_scale);
     m_error->setStyleSheet(QStringLiteral("color: #B03000"));
     m_error->setWordWrap(true);
     m_error->hide();
     m_selection->setToolTip(tr("Click a cell of a layers × heads grid to select another layer and head"));
     auto* layout = new QVBoxLayout(central);
     layout->setContentsMargins(4, 4, 4, 4);
-    layout->addLayout(top);
-    layout->addWidget(m_selection);
+    layout->addWidget(m_transport);
+    layout->addLayout(second);
     layout->addWidget(m_error);
     layout->addWidget(m_comparison, 1);
     return central;
@@ -123,8 +123,18 @@ void MainWindow::buildDocks() {
                                  Qt::BottomDockWidgetArea);
     tabifyDockWidget(policies, model);
     policies->raise();
+}
+
+// Dock sizes only take once the window has its size, so this runs from
+// start() (after show()), and only when no saved layout was restored.
+void MainWindow::applyDefaultLayout() {
+    auto* prompt = findChild<QDockWidget*>(QStringLiteral("prompt"));
+    auto* policies = findChild<QDockWidget*>(QStringLiteral("policies"));
+    auto* budget = findChild<QDockWidget*>(QStringLiteral("budget"));
+    auto* metrics = findChild<QDockWidget*>(QStringLiteral("metrics"));
+    auto* timeline = findChild<QDockWidget*>(QStringLiteral("timeline"));
     resizeDocks({prompt, policies, budget}, {170, 380, 300}, Qt::Vertical);
-    resizeDocks({prompt, metrics}, {300, 400}, Qt::Horizontal);
+    resizeDocks({prompt, metrics}, {330, 390}, Qt::Horizontal);
     resizeDocks({timeline}, {150}, Qt::Vertical);
 }
 
@@ -215,6 +225,7 @@ void MainWindow::connectController() {
 }
 
 void MainWindow::start(const QString& modelDir) {
+    if (!m_restoredLayout) applyDefaultLayout();
     m_model->setDevices(deviceChoices());
     m_model->setStartDirectory(m_settings.lastModelDir.get());
     const int steps = m_settings.decodeSteps.get();

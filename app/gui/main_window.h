@@ -54,6 +54,7 @@ protected:
 private:
     QWidget* buildCentral();
     void buildDocks();
+    void applyDefaultLayout();
     void buildActions();
     void connectController();
     void showTrace(const std::shared_ptr<const Trace>& trace, int step);
@@ -78,6 +79,7 @@ private:
     QLabel* m_error;
     QProgressBar* m_busy;
     QLabel* m_modelLabel;
+    bool m_restoredLayout = false;
 };
 
 }  // namespace kvlens::gui
