@@ -1,6 +1,7 @@
 #include "widgets/comparison_view.h"
 
 #include <QHBoxLayout>
+#include <QPainter>
 #include <QVBoxLayout>
 #include <algorithm>
 
@@ -12,10 +13,11 @@
 
 namespace kvlens::ui {
 
-ComparisonView::ComparisonView(QWidget* parent) : QWidget(parent), m_columnsLayout(new QHBoxLayout) {
+ComparisonView::ComparisonView(QWidget* parent)
+    : QWidget(parent), m_legend(new StatusLegend(this)), m_columnsLayout(new QHBoxLayout) {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(new StatusLegend(this));
+    layout->addWidget(m_legend);
     layout->addLayout(m_columnsLayout, 1);
     m_columnsLayout->setSpacing(6);
 }
@@ -56,6 +58,18 @@ void ComparisonView::setColourScale(ColourScale scale) {
 void ComparisonView::syncView(const QRectF& view) {
     for (auto* c : m_columns)
         if (c->heatmap() != sender()) c->heatmap()->setView(view);
+}
+
+void ComparisonView::paint(QPainter& p, const QRect& area) const {
+    p.fillRect(area, palette().color(QPalette::Window));
+    const int legendH = m_legend->paint(p, area);
+    const int n = columnCount();
+    if (n == 0) return;
+    constexpr int gap = 8;
+    const int w = (area.width() - gap * (n - 1)) / n;
+    for (int i = 0; i < n; ++i)
+        m_columns[static_cast<size_t>(i)]->paint(
+            p, QRect(area.left() + i * (w + gap), area.top() + legendH + 4, w, area.height() - legendH - 4));
 }
 
 void ComparisonView::refresh() {

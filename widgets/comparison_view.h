@@ -14,6 +14,7 @@ class QHBoxLayout;
 namespace kvlens::ui {
 
 class PolicyColumn;
+class StatusLegend;
 
 class ComparisonView : public QWidget {
     Q_OBJECT
@@ -29,6 +30,9 @@ public:
     ColourScale colourScale() const { return m_scale; }
     ColourRange colourRange() const { return m_range; }
 
+    // Legend and every column onto any painter at any size (for exports).
+    void paint(QPainter& p, const QRect& area) const;
+
     int columnCount() const { return static_cast<int>(m_columns.size()); }
     PolicyColumn* column(int i) const { return m_columns[static_cast<size_t>(i)]; }
     // How many times the columns were refreshed from a trace (tests wait on it).
@@ -42,6 +46,7 @@ private:
     void refresh();
     void syncView(const QRectF& view);
 
+    StatusLegend* m_legend;
     QHBoxLayout* m_columnsLayout;
     std::vector<PolicyColumn*> m_columns;
     std::shared_ptr<const Trace> m_trace;

@@ -1,6 +1,9 @@
 #include "widgets/policy_column.h"
 
+#include <QAbstractTextDocumentLayout>
 #include <QLabel>
+#include <QPainter>
+#include <QTextDocument>
 #include <QVBoxLayout>
 
 #include "widgets/attention_heatmap.h"
@@ -17,7 +20,8 @@ QString headerFor(const Trace& t, int policy) {
     const double share = full > 0 ? 100.0 * static_cast<double>(p.bytesHeld) / full : 100.0;
     QString text = QStringLiteral("<b><span style='color:%1'>■</span> %2</b><br/><small>%3%4 · KV %5 KiB (%6%)")
                        .arg(policyColour(policy).name(), QString::fromStdString(p.label).toHtmlEscaped(),
-                            QString::fromStdString(p.schedule), p.rerotate ? QStringLiteral(" · re-rotated") : QString())
+                            policy == 0 ? QStringLiteral("reference") : QString::fromStdString(p.schedule),
+                            p.rerotate ? QStringLiteral(" · re-rotated") : QString())
                        .arg(static_cast<double>(p.bytesHeld) / 1024.0, 0, 'f', 1)
                        .arg(share, 0, 'f', 0);
     if (policy > 0 && !p.metrics.empty())
@@ -61,5 +65,26 @@ void PolicyColumn::setData(std::shared_ptr<const Trace> trace, int policy, std::
 }
 
 QString PolicyColumn::headerText() const { return m_header->text(); }
+
+void PolicyColumn::paint(QPainter& p, const QRect& area) const {
+    QTextDocument header;
+    header.setDefaultFont(font());
+    header.setHtml(m_header->text());
+    header.setTextWidth(area.width());
+    const int headerH = static_cast<int>(header.size().height());
+    const int stripH = m_strip->heightForWidth(area.width());
+    const int gridH = m_grid->sizeHint().height();
+    p.save();
+    p.translate(area.topLeft());
+    header.drawContents(&p);
+    p.restore();
+    int y = area.top() + headerH + 2;
+    m_strip->paint(p, QRect(area.left(), y, area.width(), stripH));
+    y += stripH + 4;
+    const int mapH = std::max(40, area.bottom() - y - gridH - 4);
+    m_heatmap->paint(p, QRect(area.left(), y, area.width(), mapH));
+    y += mapH + 4;
+    m_grid->paint(p, QRect(area.left(), y, area.width(), gridH));
+}
 
 }  // namespace kvlens::ui

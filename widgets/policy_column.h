@@ -25,6 +25,9 @@ public:
                  int64_t layer, int64_t head);
     int policyIndex() const { return m_policy; }
     QString headerText() const;
+    // The whole column (header, strip, heatmap, grid) onto any painter, at
+    // any size: exports render through this, not through the widgets.
+    void paint(QPainter& p, const QRect& area) const;
     TokenStrip* strip() const { return m_strip; }
     AttentionHeatmap* heatmap() const { return m_heatmap; }
     HeadGrid* grid() const { return m_grid; }

@@ -4,15 +4,20 @@
 #include <QPainter>
 #include <QToolTip>
 #include <cmath>
+#include <iterator>
 
 #include "widgets/palette.h"
 
 namespace kvlens::ui {
 namespace {
 
-constexpr int kCell = 9;
-constexpr int kPitch = kCell + 1;
 constexpr int kMargin = 2;
+// Long sequences get smaller cells so that the strip never crowds out the
+// heatmap: the largest pitch whose rows fit in kMaxHeight.
+constexpr int kPitches[] = {10, 7, 5, 4, 3, 2};
+constexpr int kMaxHeight = 160;
+
+int cellSize(int pitch) { return pitch >= 4 ? pitch - 1 : pitch; }
 
 }  // namespace
 
@@ -43,30 +48,39 @@ const HeadTrace* TokenStrip::head() const {
     return &heads[static_cast<size_t>(m_kvHead)];
 }
 
-int TokenStrip::columnsFor(int width) const { return std::max(1, (width - 2 * kMargin) / kPitch); }
+int TokenStrip::pitchFor(int width) const {
+    const int n = std::max(1, tokenCount());
+    for (int pitch : kPitches) {
+        const int cols = std::max(1, (width - 2 * kMargin) / pitch);
+        if ((n + cols - 1) / cols * pitch <= kMaxHeight) return pitch;
+    }
+    return kPitches[std::size(kPitches) - 1];
+}
+
+int TokenStrip::columnsFor(int width) const { return std::max(1, (width - 2 * kMargin) / pitchFor(width)); }
 
 int TokenStrip::heightForWidth(int width) const {
     const int n = std::max(1, tokenCount());
     const int rows = (n + columnsFor(width) - 1) / columnsFor(width);
-    return rows * kPitch + 2 * kMargin;
+    return rows * pitchFor(width) + 2 * kMargin;
 }
 
 QSize TokenStrip::sizeHint() const { return {300, heightForWidth(300)}; }
 
 QRect TokenStrip::cellRectIn(const QRect& area, int index) const {
     if (index < 0 || index >= tokenCount()) return {};
-    const int cols = columnsFor(area.width());
-    return QRect(area.left() + kMargin + (index % cols) * kPitch, area.top() + kMargin + (index / cols) * kPitch, kCell,
-                 kCell);
+    const int cols = columnsFor(area.width()), pitch = pitchFor(area.width());
+    return QRect(area.left() + kMargin + (index % cols) * pitch, area.top() + kMargin + (index / cols) * pitch,
+                 cellSize(pitch), cellSize(pitch));
 }
 
 QRect TokenStrip::cellRect(int index) const { return cellRectIn(rect(), index); }
 
 int TokenStrip::indexAt(const QPoint& pos) const {
-    const int cols = columnsFor(width());
+    const int cols = columnsFor(width()), pitch = pitchFor(width());
     const int x = pos.x() - kMargin, y = pos.y() - kMargin;
-    if (x < 0 || y < 0 || x / kPitch >= cols) return -1;
-    const int i = (y / kPitch) * cols + x / kPitch;
+    if (x < 0 || y < 0 || x / pitch >= cols) return -1;
+    const int i = (y / pitch) * cols + x / pitch;
     return i < tokenCount() ? i : -1;
 }
 

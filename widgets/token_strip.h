@@ -32,6 +32,7 @@ protected:
     bool event(QEvent* e) override;
 
 private:
+    int pitchFor(int width) const;
     int columnsFor(int width) const;
     QRect cellRectIn(const QRect& area, int index) const;
     const HeadTrace* head() const;

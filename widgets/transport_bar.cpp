@@ -1,5 +1,6 @@
 #include "widgets/transport_bar.h"
 
+#include <QCheckBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSignalBlocker>
@@ -22,6 +23,7 @@ TransportBar::TransportBar(QWidget* parent)
       m_slider(new QSlider(Qt::Horizontal, this)),
       m_label(new QLabel(this)),
       m_steps(new QSpinBox(this)),
+      m_free(new QCheckBox(tr("free-running"), this)),
       m_timer(new QTimer(this)) {
     auto* layout = new QHBoxLayout(this);
     layout->setContentsMargins(2, 2, 2, 2);
@@ -52,6 +54,10 @@ TransportBar::TransportBar(QWidget* parent)
     m_steps->setValue(16);
     m_steps->setKeyboardTracking(false);
     layout->addWidget(m_steps);
+    m_free->setToolTip(tr("Off: every policy reads the full cache's tokens (teacher-forced, the fair comparison). "
+                          "On: each policy generates its own text."));
+    layout->addWidget(m_free);
+    connect(m_free, &QCheckBox::toggled, this, &TransportBar::freeRunningChanged);
     m_timer->setInterval(kPlayIntervalMs);
     connect(m_timer, &QTimer::timeout, this, [this] {
         if (m_slider->value() >= m_slider->maximum()) togglePlay();  // stop at the end
@@ -86,6 +92,7 @@ void TransportBar::setDecodeSteps(int n) {
 
 int TransportBar::decodeSteps() const { return m_steps->value(); }
 bool TransportBar::playing() const { return m_timer->isActive(); }
+bool TransportBar::freeRunning() const { return m_free->isChecked(); }
 
 void TransportBar::togglePlay() {
     if (m_timer->isActive()) {

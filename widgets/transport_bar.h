@@ -8,6 +8,7 @@ class QLabel;
 class QSpinBox;
 class QToolButton;
 class QTimer;
+class QCheckBox;
 
 namespace kvlens::ui {
 
@@ -22,6 +23,7 @@ public:
     void setDecodeSteps(int n);     // without emitting
     int decodeSteps() const;
     bool playing() const;
+    bool freeRunning() const;
 
 public Q_SLOTS:
     void togglePlay();
@@ -30,6 +32,9 @@ public Q_SLOTS:
 Q_SIGNALS:
     void stepChanged(int step);
     void decodeStepsChanged(int n);
+    // Teacher-forced (every policy reads full's tokens: the fair comparison)
+    // or free-running (each policy generates its own text).
+    void freeRunningChanged(bool freeRunning);
 
 private:
     void updateLabel();
@@ -38,6 +43,7 @@ private:
     QSlider* m_slider;
     QLabel* m_label;
     QSpinBox* m_steps;
+    QCheckBox* m_free;
     QTimer* m_timer;
 };
 

@@ -87,6 +87,11 @@ void Controller::setDecodeSteps(int steps) {
     schedule(kEditDebounceMs);
 }
 
+void Controller::setTeacherForced(bool teacherForced) {
+    m_teacherForced = teacherForced;
+    schedule(kEditDebounceMs);
+}
+
 void Controller::schedule(int delayMs) {
     // A pending prompt debounce is not cut short by a quicker edit; the
     // newest state is read when the timer fires either way.
@@ -109,6 +114,7 @@ void Controller::issue() {
     r.policies = m_policies;
     r.budget = m_budget;
     r.decodeSteps = m_decodeSteps;
+    r.teacherForced = m_teacherForced;
     r.layer = m_layer;
     r.head = m_head;
     m_cancel = r.cancel;

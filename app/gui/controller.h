@@ -29,6 +29,7 @@ public:
     void setBudget(const BudgetSpec& budget);
     void setSelection(int64_t layer, int64_t head);
     void setDecodeSteps(int steps);
+    void setTeacherForced(bool teacherForced);
     void setShownStep(int step);  // the decode step the views show
     void runNow();                // issue the request at once (skips the debounce)
 
@@ -82,6 +83,7 @@ private:
     std::vector<PolicyConfig> m_policies;
     BudgetSpec m_budget;
     int m_decodeSteps = 16;
+    bool m_teacherForced = true;
     int64_t m_layer = 0, m_head = 0;
     RunRequest m_last;
 

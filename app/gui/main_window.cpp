@@ -147,6 +147,14 @@ void MainWindow::buildActions() {
     };
     QMenu* file = menuBar()->addMenu(tr("&File"));
     add(file, tr("&Open model…"), QKeySequence::Open, [this] { m_model->chooseDirectory(); });
+    // The app always starts on the bundled model (a known state for
+    // workshops); the last model the user opened is one click away.
+    add(file, tr("Open &last model"), QKeySequence(), [this] {
+        const QString dir = m_settings.lastModelDir.get();
+        if (dir.isEmpty()) return;
+        m_model->setDirectory(dir);
+        m_model->reload();
+    });
     file->addSeparator();
     add(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
 
@@ -182,6 +190,8 @@ void MainWindow::connectController() {
         m_settings.decodeSteps.set(n);
         m_controller->setDecodeSteps(n);
     });
+    connect(m_transport, &ui::TransportBar::freeRunningChanged, this,
+            [this](bool free) { m_controller->setTeacherForced(!free); });
     connect(m_timeline, &ui::EvictionTimeline::stepSelected, c, &Controller::setShownStep);
     connect(m_timelinePolicy, qOverload<int>(&QComboBox::activated), this, [this] { updateTimelineSelection(); });
     connect(m_scale, &QComboBox::currentTextChanged, this, [this](const QString& name) {

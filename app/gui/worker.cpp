@@ -55,6 +55,7 @@ void Worker::run(const RunRequest& r) {
         so.policies = r.policies;
         so.budget = r.budget;
         so.tokenizer = m_tokenizer;
+        so.teacherForced = r.teacherForced;
         so.attention = {true, r.layer, r.head};
         Session session(m_model, so);
         session.setCancelFlag(r.cancel.get());

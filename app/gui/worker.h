@@ -24,6 +24,7 @@ struct RunRequest {
     std::vector<PolicyConfig> policies;
     BudgetSpec budget;
     int decodeSteps = 16;
+    bool teacherForced = true;
     int64_t layer = 0, head = 0;  // the attention map captured
 };
 

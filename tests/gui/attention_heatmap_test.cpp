@@ -56,6 +56,27 @@ private Q_SLOTS:
         QCOMPARE(a.pixelColor(ha->cellCentre(9, 1)), b.pixelColor(hb->cellCentre(9, 1)));
     }
 
+    void comparisonPaintsOntoAnyPainter() {
+        ui::ComparisonView view;
+        view.resize(800, 600);
+        view.setTrace(test::makeTrace(12));
+        for (const QSize size : {QSize(1600, 1000), QSize(500, 400)}) {
+            QImage img(size, QImage::Format_RGB32);
+            img.fill(Qt::black);
+            QPainter p(&img);
+            view.paint(p, img.rect());
+            p.end();
+            bool strip = false, map = false;
+            for (int y = 0; y < img.height(); ++y)
+                for (int x = 0; x < img.width(); ++x) {
+                    const QColor c = img.pixelColor(x, y);
+                    strip = strip || c == ui::statusColour(TokenStatus::Evicted);
+                    map = map || c == ui::evictedColour();
+                }
+            QVERIFY2(strip && map, qPrintable(QStringLiteral("%1x%2").arg(size.width()).arg(size.height())));
+        }
+    }
+
     void zoomAndPan() {
         auto trace = test::makeTrace(64);
         ui::AttentionHeatmap map;

@@ -61,6 +61,39 @@ private Q_SLOTS:
         qInfo("results of superseded requests dropped: %d", c.droppedResults());
     }
 
+    void loadFailureNamesTheFile() {
+        QTemporaryDir dir;
+        QFile config(dir.filePath("config.json"));
+        QVERIFY(config.open(QIODevice::WriteOnly));
+        config.write("{\"model_type\": ");
+        config.close();
+        Controller c;
+        QSignalSpy failed(&c, &Controller::modelFailed);
+        c.loadModel(dir.path(), RunSettings{});
+        QVERIFY(failed.wait(30000));
+        const QString message = failed.at(0).at(0).toString();
+        QVERIFY2(message.contains("config.json"), qPrintable(message));
+        QVERIFY(!c.modelReady());
+        c.loadModel(dir.filePath("missing"), RunSettings{});
+        QVERIFY(failed.wait(30000));
+        QVERIFY2(failed.at(1).at(0).toString().contains("missing"), qPrintable(failed.at(1).at(0).toString()));
+    }
+
+    void freeRunning() {
+        Controller c;
+        QVERIFY(loadBundled(c));
+        c.setPrompt(kPrompt);
+        c.setPolicies({parsePolicySpec("window")});
+        c.setBudget(parseBudget("8"));
+        c.setDecodeSteps(3);
+        c.setTeacherForced(false);
+        c.runNow();
+        QTRY_VERIFY_WITH_TIMEOUT(settled(c, 4), 60000);
+        const auto& t = *c.history().back();
+        QVERIFY(!t.teacherForced);
+        QCOMPARE(t.policies[1].generated.size(), size_t{3});
+    }
+
     void cancellingIsImmediate() {
         Controller c;
         QVERIFY(loadBundled(c));

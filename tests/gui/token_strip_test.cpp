@@ -40,6 +40,13 @@ private Q_SLOTS:
         strip.resize(100, strip.heightForWidth(100));
         QVERIFY(strip.cellRect(59).top() > strip.cellRect(0).top());
         QCOMPARE(strip.indexAt(strip.cellRect(17).center()), 17);
+        // Thousands of tokens shrink the cells instead of growing the strip.
+        strip.setData(test::makeTrace(4000), 1, 0, 0);
+        QVERIFY(strip.heightForWidth(300) <= 170);
+        strip.resize(300, strip.heightForWidth(300));
+        QCOMPARE(strip.indexAt(strip.cellRect(3999).center()), 3999);
+        const QImage img = strip.grab().toImage();
+        QCOMPARE(img.pixelColor(strip.cellRect(3999).center()), ui::statusColour(test::statusPattern(3999)));
     }
 
     void tooltipShowsScoreRankAndCutoff() {
