@@ -88,6 +88,12 @@ BudgetEditor::BudgetEditor(QUndoStack* undo, QWidget* parent)
         s.perLayer = perLayer;
         edit(s, tr("Drag layer budget"));
     });
+    connect(m_bars, &BudgetBars::dragged, this, [this](const std::vector<int64_t>& perLayer) {
+        BudgetState s = m_state;
+        s.preset = Preset::Custom;
+        s.perLayer = perLayer;
+        Q_EMIT budgetPreviewed(s.spec());
+    });
     connect(m_perHead, &QCheckBox::toggled, this, &BudgetEditor::updateHeadView);
     connect(m_headPolicy, qOverload<int>(&QComboBox::activated), this, &BudgetEditor::updateHeadView);
     syncControls();

@@ -40,6 +40,8 @@ public:
 
 Q_SIGNALS:
     void budgetChanged(const kvlens::BudgetSpec& spec);
+    // While a bar is dragged (not an undo step yet): lets the view follow live.
+    void budgetPreviewed(const kvlens::BudgetSpec& spec);
 
 private:
     void apply(const BudgetState& s);  // undo/redo land here

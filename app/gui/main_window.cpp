@@ -181,6 +181,7 @@ void MainWindow::connectController() {
     connect(m_prompt, &ui::PromptEditor::textEdited, c, &Controller::setPrompt);
     connect(m_policies, &ui::PolicyList::policiesChanged, c, &Controller::setPolicies);
     connect(m_budget, &ui::BudgetEditor::budgetChanged, c, &Controller::setBudget);
+    connect(m_budget, &ui::BudgetEditor::budgetPreviewed, c, &Controller::setBudget);
     connect(m_comparison, &ui::ComparisonView::selectionChanged, this, [this](int64_t l, int64_t h) {
         m_controller->setSelection(l, h);
         updateTimelineSelection();

@@ -73,7 +73,10 @@ private Q_SLOTS:
         QVERIFY(t->policies[1].layers[0].heads[0].held <= dragged);
         QVERIFY(t->policies[1].layers[1].heads[0].held > dragged);
 
-        // Ctrl+Z undoes the drag: uniform 64 again.
+        // Ctrl+Z undoes the drag: uniform 64 again. Shortcuts reach only the
+        // active window (on X11 it must be activated first).
+        w.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&w));
         QTest::keyClick(&w, Qt::Key_Z, Qt::ControlModifier);
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && shownBudget(w, 1, 0) == 64, 60000);
         QTest::keyClick(&w, Qt::Key_Z, Qt::ControlModifier | Qt::ShiftModifier);
