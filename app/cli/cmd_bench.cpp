@@ -13,6 +13,8 @@
 #include <iostream>
 #include <random>
 
+#include <time.h>
+
 #include <nlohmann/json.hpp>
 
 #include "app/cli/common.h"
@@ -38,7 +40,25 @@ struct BenchArgs {
 struct Timing {
     double promptMs = 0, stepMs = 0;  // step: median over the measured steps
     double ratio = 0;                 // policy: median of (policy step / the full step beside it)
+    double cpuRatio = 0;              // the same with process CPU time (robust on a busy machine at --threads 1)
 };
+
+// Wall and process CPU milliseconds of f().
+struct Elapsed {
+    double wall = 0, cpu = 0;
+};
+double cpuMs() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+template <class F>
+Elapsed timed(F&& f) {
+    const auto t0 = Clock::now();
+    const double c0 = cpuMs();
+    f();
+    return {std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), cpuMs() - c0};
+}
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -52,35 +72,32 @@ std::pair<Timing, Timing> timePair(const Model& model, const PolicyConfig& cfg, 
     PolicyRun full(model, parsePolicySpec("full"), BudgetSpec{}, context, CaptureTarget{});
     PolicyRun run(model, cfg, budget, context, CaptureTarget{});
     Timing tf, tp;
-    auto time = [](auto&& f) {
-        auto t0 = Clock::now();
-        f();
-        return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    };
-    tf.promptMs = time([&] { full.readPrompt(prompt, {}); });
-    tp.promptMs = time([&] { run.readPrompt(prompt, {}); });
-    std::vector<double> sf, sp, ratios;
+    tf.promptMs = timed([&] { full.readPrompt(prompt, {}); }).wall;
+    tp.promptMs = timed([&] { run.readPrompt(prompt, {}); }).wall;
+    std::vector<double> sf, sp, ratios, cpuRatios;
     const int64_t warmup = 2;
     for (int64_t s = 0; s < steps + warmup; ++s) {
         const int64_t tok = tokens[context + s];
         // Alternate which goes first so neither always runs on a warmer cache.
-        double a, b;
+        Elapsed a, b;
         if (s % 2) {
-            a = time([&] { full.readToken(tok); });
-            b = time([&] { run.readToken(tok); });
+            a = timed([&] { full.readToken(tok); });
+            b = timed([&] { run.readToken(tok); });
         } else {
-            b = time([&] { run.readToken(tok); });
-            a = time([&] { full.readToken(tok); });
+            b = timed([&] { run.readToken(tok); });
+            a = timed([&] { full.readToken(tok); });
         }
         if (s >= warmup) {
-            sf.push_back(a);
-            sp.push_back(b);
-            ratios.push_back(b / a);  // paired: both steps saw the same machine state
+            sf.push_back(a.wall);
+            sp.push_back(b.wall);
+            ratios.push_back(b.wall / a.wall);  // paired: both steps saw the same machine state
+            cpuRatios.push_back(b.cpu / a.cpu);
         }
     }
     tf.stepMs = median(sf);
     tp.stepMs = median(sp);
     tp.ratio = median(ratios);
+    tp.cpuRatio = median(cpuRatios);
     return {tf, tp};
 }
 
@@ -103,21 +120,21 @@ void runBench(const BenchArgs& a) {
 
     nlohmann::json rows = nlohmann::json::array();
     if (!a.json)
-        std::printf("model %s, %s, %d threads, context %lld, %lld timed steps (medians; ratio = median of paired step ratios)\n%-22s %-13s %-10s %10s %10s %9s %12s %12s\n",
+        std::printf("model %s, %s, %d threads, context %lld, %lld timed steps (medians; ratio = median of paired step ratios)\n%-22s %-13s %-10s %10s %10s %9s %12s %12s %10s\n",
                     a.model.dir().c_str(), (model->device().str() + "/" + dtypeLabel(model->dtype())).c_str(),
                     at::get_num_threads(), static_cast<long long>(a.context), static_cast<long long>(a.steps),
-                    "policy", "schedule", "budget", "full ms", "policy ms", "ratio", "prompt full", "prompt pol");
+                    "policy", "schedule", "budget", "full ms", "policy ms", "ratio", "prompt full", "prompt pol", "cpu ratio");
     for (const auto& cfg : policies)
         for (const auto& [label, spec] : budgets) {
             auto [tf, tp] = timePair(*model, cfg, spec, tokens, a.context, a.steps);
             const double ratio = tp.ratio;
             rows.push_back({{"policy", cfg.label()}, {"schedule", scheduleName(cfg.schedule)}, {"budget", label},
                             {"full_step_ms", tf.stepMs}, {"policy_step_ms", tp.stepMs}, {"step_ratio", ratio},
-                            {"full_prompt_ms", tf.promptMs}, {"policy_prompt_ms", tp.promptMs}});
+                            {"full_prompt_ms", tf.promptMs}, {"policy_prompt_ms", tp.promptMs}, {"cpu_step_ratio", tp.cpuRatio}});
             if (!a.json)
-                std::printf("%-22s %-13s %-10s %10.3f %10.3f %8.3fx %10.1fms %10.1fms\n", cfg.label().substr(0, 22).c_str(),
+                std::printf("%-22s %-13s %-10s %10.3f %10.3f %8.3fx %10.1fms %10.1fms %9.3fx\n", cfg.label().substr(0, 22).c_str(),
                             scheduleName(cfg.schedule), label.c_str(), tf.stepMs, tp.stepMs, ratio, tf.promptMs,
-                            tp.promptMs);
+                            tp.promptMs, tp.cpuRatio);
         }
     if (a.json)
         std::cout << nlohmann::json{{"context", a.context}, {"steps", a.steps}, {"threads", at::get_num_threads()},

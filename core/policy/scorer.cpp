@@ -33,6 +33,7 @@ std::vector<Protected> startPlan(const LayerState& state, int64_t sinks, int64_t
 
 // Fills plan.keep from the reasons (sorted by construction).
 void finishPlan(Plan& plan) {
+    for (size_t h = 0; h < plan.reasons.size(); ++h) plan.keep[h].reserve(plan.reasons[h].size());
     for (size_t h = 0; h < plan.reasons.size(); ++h)
         for (size_t i = 0; i < plan.reasons[h].size(); ++i)
             if (plan.reasons[h][i] != KeepReason::Evicted) plan.keep[h].push_back(static_cast<int64_t>(i));
@@ -52,15 +53,42 @@ at::Tensor displayScores(const at::Tensor& raw, const LayerState& state, const P
     return s;
 }
 
-std::vector<std::vector<Candidate>> candidates(const LayerState& state, const Plan& plan) {
+// The candidates of one head: entries no rule kept, with their scores.
+std::vector<Candidate> candidates(const LayerState& state, const Plan& plan, int64_t h) {
     const int64_t L = plan.scores.size(1);
     const float* s = plan.scores.data_ptr<float>();
-    std::vector<std::vector<Candidate>> out(plan.reasons.size());
-    for (int64_t h = 0; h < state.numKvHeads; ++h)
-        for (int64_t i = 0; i < state.length(h); ++i)
-            if (plan.reasons[h][i] == KeepReason::Evicted)
-                out[h].push_back({s[h * L + i], state.positions[h][i], h, i});
+    std::vector<Candidate> out;
+    out.reserve(static_cast<size_t>(state.length(h)));
+    for (int64_t i = 0; i < state.length(h); ++i)
+        if (plan.reasons[h][i] == KeepReason::Evicted) out.push_back({s[h * L + i], state.positions[h][i], h, i});
     return out;
+}
+
+// Keeps the `slots` best candidates of head h by score. Every_step policies
+// drop one entry per head per step: then a few linear scans over the scores
+// find the worst, without building and selecting candidate lists.
+void keepBest(const LayerState& state, Plan& plan, int64_t h, int64_t slots) {
+    auto& reasons = plan.reasons[h];
+    const int64_t len = state.length(h);
+    int64_t count = 0;
+    for (int64_t i = 0; i < len; ++i) count += reasons[i] == KeepReason::Evicted ? 1 : 0;
+    const int64_t drop = count - std::max<int64_t>(0, slots);
+    if (drop > 16) {
+        for (const Candidate& c : bestUnordered(candidates(state, plan, h), slots)) reasons[c.index] = KeepReason::Score;
+        return;
+    }
+    for (int64_t i = 0; i < len; ++i)
+        if (reasons[i] == KeepReason::Evicted) reasons[i] = KeepReason::Score;
+    const float* row = plan.scores.data_ptr<float>() + h * plan.scores.size(1);
+    const auto& pos = state.positions[h];
+    for (int64_t d = 0; d < drop; ++d) {
+        int64_t worst = -1;
+        for (int64_t i = 0; i < len; ++i) {
+            if (reasons[i] != KeepReason::Score) continue;
+            if (worst < 0 || ranksBefore({row[worst], pos[worst], h, worst}, {row[i], pos[i], h, i})) worst = i;
+        }
+        reasons[worst] = KeepReason::Evicted;
+    }
 }
 
 }  // namespace
@@ -76,9 +104,7 @@ Plan ScorerPolicy::plan(const LayerState& state) {
     Plan plan;
     const std::vector<Protected> prot = startPlan(state, S, W, B, plan);
     plan.scores = displayScores(score(state), state, plan);
-    std::vector<std::vector<Candidate>> cands = candidates(state, plan);
 
-    std::vector<std::vector<Candidate>> chosen;
     int64_t total = 0, protectedTotal = 0;
     for (int64_t h = 0; h < H; ++h) {
         total += state.length(h);
@@ -90,17 +116,15 @@ Plan ScorerPolicy::plan(const LayerState& state) {
         const Protected nominal = protectedSet(std::numeric_limits<int64_t>::max(), S, W, B);
         const double share = m_alpha * static_cast<double>(B - nominal.count());
         const auto floorPerHead = static_cast<int64_t>(std::floor(share + 1e-9));
-        chosen = allocateAdaptive(cands, floorPerHead, H * B - protectedTotal);
+        std::vector<std::vector<Candidate>> cands;
+        for (int64_t h = 0; h < H; ++h) cands.push_back(candidates(state, plan, h));
+        for (const auto& head : allocateAdaptive(cands, floorPerHead, H * B - protectedTotal))
+            for (const Candidate& c : head) plan.reasons[c.head][c.index] = KeepReason::Score;
     } else {
         // Uniform heads, or an adaptive layer that fits: top-k per head,
         // which keeps a whole head when it fits its budget.
-        for (int64_t h = 0; h < H; ++h) {
-            const int64_t slots = m_adaptive ? state.length(h) : B - prot[h].count();
-            chosen.push_back(bestUnordered(std::move(cands[h]), slots));
-        }
+        for (int64_t h = 0; h < H; ++h) keepBest(state, plan, h, m_adaptive ? state.length(h) : B - prot[h].count());
     }
-    for (const auto& head : chosen)
-        for (const Candidate& c : head) plan.reasons[c.head][c.index] = KeepReason::Score;
     finishPlan(plan);
     return plan;
 }

@@ -57,24 +57,11 @@ Protected protectedSet(int64_t length, int64_t sinks, int64_t window, int64_t bu
     return p;
 }
 
-namespace {
-
-float rankScore(float s) { return std::isnan(s) ? -std::numeric_limits<float>::infinity() : s; }
-
-}  // namespace
-
-bool ranksBefore(const Candidate& a, const Candidate& b) {
-    const float sa = rankScore(a.score), sb = rankScore(b.score);
-    if (sa != sb) return sa > sb;
-    if (a.position != b.position) return a.position > b.position;
-    if (a.head != b.head) return a.head < b.head;
-    return a.index < b.index;
-}
-
 std::vector<Candidate> topK(std::vector<Candidate> candidates, int64_t k) {
     const auto n = static_cast<int64_t>(candidates.size());
     k = std::max<int64_t>(0, std::min(k, n));
-    std::partial_sort(candidates.begin(), candidates.begin() + k, candidates.end(), ranksBefore);
+    std::partial_sort(candidates.begin(), candidates.begin() + k, candidates.end(),
+                      [](const Candidate& a, const Candidate& b) { return ranksBefore(a, b); });
     candidates.resize(static_cast<size_t>(k));
     return candidates;
 }
@@ -82,20 +69,38 @@ std::vector<Candidate> topK(std::vector<Candidate> candidates, int64_t k) {
 void reduceGroupRow(const float* probs, int64_t numKvHeads, int64_t Hq, int64_t n, int64_t L, int64_t h,
                     int64_t i, int64_t len, GqaReduce how, float* out) {
     const int64_t G = Hq / numKvHeads;
-    for (int64_t e = 0; e < len; ++e) {
-        float acc = how == GqaReduce::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
-        for (int64_t g = 0; g < G; ++g) {
-            const float v = probs[((h * G + g) * n + i) * L + e];
-            acc = how == GqaReduce::Max ? std::max(acc, v) : acc + v;
-        }
-        out[e] = how == GqaReduce::Mean ? acc / static_cast<float>(G) : acc;
+    // Row by row over the group (contiguous, vectorisable), not head by head per entry.
+    const float* first = probs + ((h * G) * n + i) * L;
+    std::copy(first, first + len, out);
+    for (int64_t g = 1; g < G; ++g) {
+        const float* row = first + g * n * L;
+        if (how == GqaReduce::Max)
+            for (int64_t e = 0; e < len; ++e) out[e] = std::max(out[e], row[e]);
+        else
+            for (int64_t e = 0; e < len; ++e) out[e] += row[e];
     }
+    if (how == GqaReduce::Mean)
+        for (int64_t e = 0; e < len; ++e) out[e] /= static_cast<float>(G);
 }
 
 std::vector<Candidate> bestUnordered(std::vector<Candidate> candidates, int64_t k) {
     const auto n = static_cast<int64_t>(candidates.size());
     k = std::max<int64_t>(0, std::min(k, n));
-    if (k < n) std::nth_element(candidates.begin(), candidates.begin() + k, candidates.end(), ranksBefore);
+    const int64_t drop = n - k;
+    if (drop > 0 && drop <= 16) {
+        // An every_step policy drops one entry per head per step: move the
+        // few worst to the back with linear scans instead of a selection.
+        for (int64_t d = 0; d < drop; ++d) {
+            const int64_t end = n - d;
+            int64_t worst = 0;
+            for (int64_t i = 1; i < end; ++i)
+                if (ranksBefore(candidates[static_cast<size_t>(worst)], candidates[static_cast<size_t>(i)])) worst = i;
+            std::swap(candidates[static_cast<size_t>(worst)], candidates[static_cast<size_t>(end - 1)]);
+        }
+    } else if (drop > 0) {
+        std::nth_element(candidates.begin(), candidates.begin() + k, candidates.end(),
+                         [](const Candidate& a, const Candidate& b) { return ranksBefore(a, b); });
+    }
     candidates.resize(static_cast<size_t>(k));
     return candidates;
 }

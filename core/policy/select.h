@@ -5,7 +5,9 @@
 // allocation. Internal to core (uses ATen).
 #include <ATen/core/Tensor.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -46,8 +48,16 @@ struct Candidate {
     int64_t head = 0;      // KV head (last resort tie-break: the lower wins)
     int64_t index = 0;     // entry index within the head
 };
-// Strict order, best first: higher score, then more recent, then lower head.
-bool ranksBefore(const Candidate& a, const Candidate& b);
+// Strict order, best first: higher score (NaN lowest), then more recent,
+// then lower head. Inline: selections call it millions of times per second.
+inline bool ranksBefore(const Candidate& a, const Candidate& b) {
+    const float sa = std::isnan(a.score) ? -std::numeric_limits<float>::infinity() : a.score;
+    const float sb = std::isnan(b.score) ? -std::numeric_limits<float>::infinity() : b.score;
+    if (sa != sb) return sa > sb;
+    if (a.position != b.position) return a.position > b.position;
+    if (a.head != b.head) return a.head < b.head;
+    return a.index < b.index;
+}
 // The k best candidates (all of them if k >= size), best first.
 std::vector<Candidate> topK(std::vector<Candidate> candidates, int64_t k);
 // The same k candidates in no particular order, in linear time: what a plan

@@ -145,16 +145,13 @@ void PolicyRun::trim() {
     const auto& c = m_model.config();
     for (int64_t l = 0; l < c.numLayers; ++l) {
         int64_t total = 0;
-        std::vector<std::vector<int64_t>> before;
-        for (int64_t h = 0; h < c.numKvHeads; ++h) {
-            before.push_back(m_cache.positions(l, h));
-            total += static_cast<int64_t>(before.back().size());
-        }
+        for (int64_t h = 0; h < c.numKvHeads; ++h) total += m_cache.length(l, h);
         if (total <= c.numKvHeads * m_budgets.perLayer[l]) continue;
-        Plan plan = m_policy->plan(state(l, m_cache.seqLen()));
+        LayerState st = state(l, m_cache.seqLen());
+        Plan plan = m_policy->plan(st);
         m_cache.apply(l, plan.keep);
         m_policy->applied(l, plan.keep);
-        record(l, before, plan);
+        record(l, std::move(st.positions), std::move(plan));  // the state's positions are those before the trim
     }
     m_sinceTrim = 0;
 }
@@ -166,18 +163,19 @@ bool ranksBefore(float sa, int64_t pa, float sb, int64_t pb) { return sa != sb ?
 
 }  // namespace
 
-void PolicyRun::record(int64_t layer, const std::vector<std::vector<int64_t>>& before, const Plan& plan) {
+void PolicyRun::record(int64_t layer, std::vector<std::vector<int64_t>> positionsBefore, Plan plan) {
     LastPlan& last = m_lastPlan[layer];
-    last.positions = before;
-    last.reasons = plan.reasons;
+    last.positions = std::move(positionsBefore);
+    last.reasons = std::move(plan.reasons);
     last.scores = plan.scores.defined() ? plan.scores.to(at::kCPU, at::kFloat).contiguous() : at::Tensor();
+    const auto& before = last.positions;
     const float* sp = last.scores.defined() ? last.scores.data_ptr<float>() : nullptr;
     const int64_t stride = last.scores.defined() ? last.scores.size(1) : 0;
     for (size_t h = 0; h < before.size(); ++h) {
         HeadTrack& t = m_track[layer][h];
         const float* row = sp ? sp + static_cast<int64_t>(h) * stride : nullptr;
         for (size_t i = 0; i < before[h].size(); ++i) {
-            const KeepReason r = i < plan.reasons[h].size() ? plan.reasons[h][i] : KeepReason::Evicted;
+            const KeepReason r = i < last.reasons[h].size() ? last.reasons[h][i] : KeepReason::Evicted;
             if (r != KeepReason::Evicted) continue;
             const int64_t pos = before[h][i];
             t.status[pos] = TokenStatus::Evicted;

@@ -69,7 +69,7 @@ private:
     void observeLayer(int64_t layer, const LayerCapture& cap, const std::vector<int64_t>& positions);
     bool trimDue() const;
     void trim();
-    void record(int64_t layer, const std::vector<std::vector<int64_t>>& positionsBefore, const Plan& plan);
+    void record(int64_t layer, std::vector<std::vector<int64_t>> positionsBefore, Plan plan);
     LayerState state(int64_t layer, int64_t seqLen) const;
     static void describeHeld(const LastPlan& last, size_t head, HeadTrace& out);
 
