@@ -65,16 +65,23 @@ protected:
             const auto& pos = state.positions[h];
             for (int64_t i = 0; i < n; ++i) {
                 const int64_t q = obs.queryPositions[i];
-                int64_t seen = 0;
-                for (int64_t p0 : pos) seen += p0 <= q ? 1 : 0;
+                // Entries are in position order: at a decode step every one was seen.
+                int64_t seen = static_cast<int64_t>(pos.size());
+                if (!pos.empty() && pos.back() > q) {
+                    seen = 0;
+                    for (int64_t p0 : pos) seen += p0 <= q ? 1 : 0;
+                }
                 // As the tensor path rounds it: (1/n in fp32) × tau.
                 const float threshold = (1.0f / static_cast<float>(std::max<int64_t>(seen, 1))) * static_cast<float>(m_tau);
                 reduceGroupRow(p, H, Hq, n, L, h, i, static_cast<int64_t>(pos.size()), config().gqa, reduced.data());
+                float* row = st + h * cap;
+                const auto qf = static_cast<float>(q);
                 for (size_t e = 0; e < pos.size(); ++e) {
                     const bool used = pos[e] == q || (pos[e] <= q && reduced[e] >= threshold);
-                    if (!used) continue;
-                    float& s = st[h * cap + static_cast<int64_t>(e)];
-                    s = m_frequency ? s + 1.0f : std::max(s, static_cast<float>(q));
+                    if (m_frequency)
+                        row[e] += used ? 1.0f : 0.0f;
+                    else if (used)
+                        row[e] = std::max(row[e], qf);
                 }
             }
         }

@@ -39,17 +39,24 @@ void finishPlan(Plan& plan) {
             if (plan.reasons[h][i] != KeepReason::Evicted) plan.keep[h].push_back(static_cast<int64_t>(i));
 }
 
-// Scores on the CPU as fp32 [H, L], NaN wherever a rule decides or nothing is stored.
+// Scores on the CPU as fp32 [H, L], NaN wherever a rule decides or nothing
+// is stored: one pass, reading the (often strided) score view in place.
 at::Tensor displayScores(const at::Tensor& raw, const LayerState& state, const Plan& plan) {
     const int64_t H = state.numKvHeads, L = state.maxLength();
-    at::Tensor s = raw.defined() ? raw.to(at::kCPU, at::kFloat).contiguous().clone()
-                                 : at::full({H, L}, std::numeric_limits<float>::quiet_NaN());
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    at::Tensor s = at::empty({H, L}, at::TensorOptions().dtype(at::kFloat));
     float* p = s.data_ptr<float>();
-    for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < L; ++i)
-            if (i >= state.length(h) || plan.reasons[h][i] == KeepReason::Sink ||
-                plan.reasons[h][i] == KeepReason::Window)
-                p[h * L + i] = std::numeric_limits<float>::quiet_NaN();
+    const at::Tensor src = raw.defined() ? raw.to(at::kCPU, at::kFloat) : at::Tensor();
+    const float* q = src.defined() ? src.data_ptr<float>() : nullptr;
+    const int64_t s0 = q ? src.stride(0) : 0, s1 = q ? src.stride(1) : 0;
+    for (int64_t h = 0; h < H; ++h) {
+        const int64_t len = state.length(h);
+        const auto& reasons = plan.reasons[h];
+        for (int64_t i = 0; i < L; ++i) {
+            const bool rule = i >= len || reasons[i] == KeepReason::Sink || reasons[i] == KeepReason::Window;
+            p[h * L + i] = rule || !q ? nan : q[h * s0 + i * s1];
+        }
+    }
     return s;
 }
 

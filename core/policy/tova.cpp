@@ -5,6 +5,8 @@
 // token across heads). No sinks, no window: the new token competes too.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "core/policy/attention.h"
 #include "core/policy/policies.h"
 #include "core/policy/scorer.h"
@@ -26,11 +28,15 @@ public:
             at::Tensor& rows = m_row.grown(state.layer, state.numKvHeads, L, at::kCPU);
             float* r = rows.data_ptr<float>();
             const int64_t cap = rows.size(1);
-            for (int64_t e = 0; e < L; ++e) {
-                float acc = 0;
-                for (int64_t h = 0; h < Hq; ++h) acc += p[(h * n + n - 1) * L + e];
-                for (int64_t kv = 0; kv < state.numKvHeads; ++kv) r[kv * cap + e] = acc / static_cast<float>(Hq);
+            // Head rows summed one after another (contiguous, vectorisable).
+            float* mean = r;  // KV head 0's row, copied to the others below
+            std::copy(p + (n - 1) * L, p + n * L, mean);
+            for (int64_t h = 1; h < Hq; ++h) {
+                const float* row = p + (h * n + n - 1) * L;
+                for (int64_t e = 0; e < L; ++e) mean[e] += row[e];
             }
+            for (int64_t e = 0; e < L; ++e) mean[e] /= static_cast<float>(Hq);
+            for (int64_t kv = 1; kv < state.numKvHeads; ++kv) std::copy(mean, mean + L, r + kv * cap);
             return;
         }
         const at::Tensor row = obs.probs.select(1, obs.probs.size(1) - 1).to(at::kFloat).mean(0);  // [L]
