@@ -32,6 +32,20 @@ Controller::Controller(QObject* parent) : QObject(parent), m_worker(new Worker) 
         setBusy(false);
         Q_EMIT modelFailed(message);
     });
+    connect(m_worker, &Worker::needleProgress, this, [this](quint64 id, qint64 done, qint64 total) {
+        if (id == m_currentNeedle) Q_EMIT needleProgress(done, total);
+    });
+    connect(m_worker, &Worker::needleReady, this,
+            [this](quint64 id, const std::shared_ptr<const eval::NeedleGridResult>& result) {
+                if (id != m_currentNeedle) return;
+                m_needleCancel.reset();
+                Q_EMIT needleReady(result);
+            });
+    connect(m_worker, &Worker::needleFailed, this, [this](quint64 id, const QString& message) {
+        if (id != m_currentNeedle) return;
+        m_needleCancel.reset();
+        Q_EMIT needleFailed(message);
+    });
     m_debounce.setSingleShot(true);
     connect(&m_debounce, &QTimer::timeout, this, &Controller::issue);
     m_thread.start();
@@ -39,6 +53,7 @@ Controller::Controller(QObject* parent) : QObject(parent), m_worker(new Worker) 
 
 Controller::~Controller() {
     supersede();
+    cancelNeedle();
     m_thread.quit();
     m_thread.wait();
 }
@@ -49,6 +64,7 @@ void Controller::supersede() {
 
 void Controller::loadModel(const QString& dir, const RunSettings& settings) {
     supersede();
+    cancelNeedle();
     m_debounce.stop();
     m_modelReady = false;
     m_currentLoad = ++m_nextId;
@@ -125,6 +141,26 @@ void Controller::issue() {
     Worker* w = m_worker;
     QMetaObject::invokeMethod(m_worker, [w, r] { w->run(r); }, Qt::QueuedConnection);
     Q_EMIT runIssued(r.id);
+}
+
+void Controller::runNeedle(eval::NeedleGridOptions options) {
+    if (!m_modelReady) {
+        Q_EMIT needleFailed(tr("no model is loaded"));
+        return;
+    }
+    if (m_needleCancel) m_needleCancel->store(true);
+    options.policies = m_policies;
+    m_needleCancel = std::make_shared<std::atomic<bool>>(false);
+    m_currentNeedle = ++m_nextId;
+    const quint64 id = m_currentNeedle;
+    auto cancel = m_needleCancel;
+    Worker* w = m_worker;
+    QMetaObject::invokeMethod(m_worker, [w, id, options, cancel] { w->runNeedle(id, options, cancel); },
+                              Qt::QueuedConnection);
+}
+
+void Controller::cancelNeedle() {
+    if (m_needleCancel) m_needleCancel->store(true);
 }
 
 void Controller::acceptTrace(quint64 id, const std::shared_ptr<const Trace>& trace) {

@@ -32,6 +32,12 @@ public:
     void setTeacherForced(bool teacherForced);
     void setShownStep(int step);  // the decode step the views show
     void runNow();                // issue the request at once (skips the debounce)
+    // A needle grid with the current policies. It holds the worker until it
+    // is done: runs requested meanwhile wait (the views keep their traces);
+    // only cancelNeedle(), a newer grid or a model load stop it.
+    void runNeedle(eval::NeedleGridOptions options);
+    void cancelNeedle();
+    bool needleRunning() const { return m_needleCancel != nullptr; }
 
     bool modelReady() const { return m_modelReady; }
     const ModelSummary& model() const { return m_model; }
@@ -62,6 +68,9 @@ Q_SIGNALS:
     void runFinished(quint64 id, double promptMs, double totalMs);
     void runFailed(const QString& message);
     void busyChanged(bool busy);
+    void needleProgress(qint64 done, qint64 total);
+    void needleReady(const std::shared_ptr<const kvlens::eval::NeedleGridResult>& result);
+    void needleFailed(const QString& message);  // empty: cancelled
 
 private:
     void schedule(int delayMs);
@@ -75,6 +84,8 @@ private:
     QTimer m_debounce;
     quint64 m_nextId = 0, m_currentRun = 0, m_currentLoad = 0;
     std::shared_ptr<std::atomic<bool>> m_cancel;
+    std::shared_ptr<std::atomic<bool>> m_needleCancel;
+    quint64 m_currentNeedle = 0;
     bool m_modelReady = false, m_busy = false, m_freshRun = false;
     ModelSummary m_model;
     std::shared_ptr<const Tokenizer> m_tokenizer;

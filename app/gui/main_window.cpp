@@ -23,6 +23,7 @@
 #include "widgets/eviction_timeline.h"
 #include "widgets/metrics_panel.h"
 #include "widgets/model_panel.h"
+#include "widgets/needle_panel.h"
 #include "widgets/policy_list.h"
 #include "widgets/prompt_editor.h"
 #include "widgets/transport_bar.h"
@@ -58,6 +59,7 @@ MainWindow::MainWindow(QWidget* parent)
       m_transport(new ui::TransportBar(this)),
       m_timeline(new ui::EvictionTimeline(this)),
       m_prompt(new ui::PromptEditor(this)),
+      m_needle(new ui::NeedlePanel(this)),
       m_scale(new QComboBox(this)),
       m_timelinePolicy(new QComboBox(this)),
       m_selection(new QLabel(this)),
@@ -69,6 +71,7 @@ MainWindow::MainWindow(QWidget* parent)
     buildDocks();
     buildActions();
     connectController();
+    connectNeedle();
     m_busy->setRange(0, 0);
     m_busy->setMaximumWidth(120);
     m_busy->hide();
@@ -121,8 +124,11 @@ void MainWindow::buildDocks() {
     tl->addWidget(m_timeline, 1);
     QDockWidget* timeline = dock(this, tr("Eviction timeline"), QStringLiteral("timeline"), timelineBox,
                                  Qt::BottomDockWidgetArea);
+    QDockWidget* needle = dock(this, tr("Needle"), QStringLiteral("needle"), m_needle, Qt::RightDockWidgetArea);
     tabifyDockWidget(policies, model);
     policies->raise();
+    tabifyDockWidget(metrics, needle);
+    metrics->raise();
 }
 
 // Dock sizes only take once the window has its size, so this runs from
@@ -233,6 +239,29 @@ void MainWindow::connectController() {
         m_error->show();
     });
     connect(c, &Controller::busyChanged, m_busy, &QWidget::setVisible);
+}
+
+void MainWindow::connectNeedle() {
+    connect(m_needle, &ui::NeedlePanel::runRequested, this, [this] {
+        try {
+            m_controller->runNeedle(m_needle->options(m_prompt->text().toStdString()));
+            m_needle->setRunning(true);
+        } catch (const Error& e) {
+            m_needle->setMessage(QString::fromStdString(e.what()));
+        }
+    });
+    connect(m_needle, &ui::NeedlePanel::cancelRequested, m_controller, &Controller::cancelNeedle);
+    connect(m_controller, &Controller::needleProgress, m_needle, &ui::NeedlePanel::setProgress);
+    connect(m_controller, &Controller::needleReady, this,
+            [this](const std::shared_ptr<const eval::NeedleGridResult>& r) {
+                m_needle->setRunning(false);
+                m_needle->setResult(r);
+                m_needle->setMessage(tr("%1 cells").arg(r->cells.size()));
+            });
+    connect(m_controller, &Controller::needleFailed, this, [this](const QString& message) {
+        m_needle->setRunning(false);
+        m_needle->setMessage(message.isEmpty() ? tr("cancelled") : message);
+    });
 }
 
 void MainWindow::start(const QString& modelDir) {

@@ -23,6 +23,7 @@ class MetricsPanel;
 class TransportBar;
 class EvictionTimeline;
 class PromptEditor;
+class NeedlePanel;
 }  // namespace kvlens::ui
 
 namespace kvlens::gui {
@@ -47,6 +48,7 @@ public:
     ui::TransportBar* transport() const { return m_transport; }
     ui::EvictionTimeline* timeline() const { return m_timeline; }
     ui::PromptEditor* promptEditor() const { return m_prompt; }
+    ui::NeedlePanel* needlePanel() const { return m_needle; }
 
 protected:
     void closeEvent(QCloseEvent* e) override;
@@ -57,6 +59,7 @@ private:
     void applyDefaultLayout();
     void buildActions();
     void connectController();
+    void connectNeedle();
     void showTrace(const std::shared_ptr<const Trace>& trace, int step);
     void updateTimelinePolicies(const Trace& trace);
     void updateTimelineSelection();
@@ -73,6 +76,7 @@ private:
     ui::TransportBar* m_transport;
     ui::EvictionTimeline* m_timeline;
     ui::PromptEditor* m_prompt;
+    ui::NeedlePanel* m_needle;
     QComboBox* m_scale;
     QComboBox* m_timelinePolicy;
     QLabel* m_selection;

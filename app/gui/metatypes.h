@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/eval/needle_grid.h"
 #include "core/policy/budget.h"
 #include "core/policy/policy_info.h"
 #include "core/run/model_handle.h"
@@ -14,6 +15,7 @@
 Q_DECLARE_METATYPE(std::shared_ptr<const kvlens::Trace>)
 Q_DECLARE_METATYPE(std::shared_ptr<const kvlens::Tokenizer>)
 Q_DECLARE_METATYPE(kvlens::ModelSummary)
+Q_DECLARE_METATYPE(std::shared_ptr<const kvlens::eval::NeedleGridResult>)
 Q_DECLARE_METATYPE(kvlens::RunSettings)
 
 namespace kvlens::gui {

@@ -12,6 +12,7 @@ void registerMetaTypes() {
     qRegisterMetaType<std::shared_ptr<const Trace>>();
     qRegisterMetaType<std::shared_ptr<const Tokenizer>>();
     qRegisterMetaType<ModelSummary>();
+    qRegisterMetaType<std::shared_ptr<const eval::NeedleGridResult>>();
     qRegisterMetaType<BudgetSpec>();
     qRegisterMetaType<RunSettings>();
 }
@@ -67,6 +68,26 @@ void Worker::run(const RunRequest& r) {
         // A newer request superseded this one; it is already queued.
     } catch (const std::exception& e) {
         Q_EMIT runFailed(r.id, QString::fromStdString(e.what()));
+    }
+}
+
+void Worker::runNeedle(quint64 id, const eval::NeedleGridOptions& options, std::shared_ptr<std::atomic<bool>> cancel) {
+    if (cancel && cancel->load()) {
+        Q_EMIT needleFailed(id, QString());  // cancelled while queued: still say so
+        return;
+    }
+    if (!m_model || !m_tokenizer) {
+        Q_EMIT needleFailed(id, tr("no model is loaded"));
+        return;
+    }
+    try {
+        auto progress = [this, id](int64_t done, int64_t total) { Q_EMIT needleProgress(id, done, total); };
+        auto result = eval::runNeedleGrid(m_model, m_tokenizer, options, progress, cancel.get());
+        Q_EMIT needleReady(id, std::make_shared<const eval::NeedleGridResult>(std::move(result)));
+    } catch (const Cancelled&) {
+        Q_EMIT needleFailed(id, QString());
+    } catch (const std::exception& e) {
+        Q_EMIT needleFailed(id, QString::fromStdString(e.what()));
     }
 }
 

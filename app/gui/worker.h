@@ -37,6 +37,7 @@ public:
     // Run on the worker thread (the controller invokes them queued).
     void load(quint64 id, const QString& dir, const RunSettings& settings);
     void run(const RunRequest& request);
+    void runNeedle(quint64 id, const eval::NeedleGridOptions& options, std::shared_ptr<std::atomic<bool>> cancel);
 
 Q_SIGNALS:
     void loadProgress(quint64 id, int percent, const QString& stage);
@@ -47,6 +48,9 @@ Q_SIGNALS:
     // promptMs: until the prompt's trace (every policy read the prompt); totalMs: all steps.
     void runFinished(quint64 id, double promptMs, double totalMs);
     void runFailed(quint64 id, const QString& message);
+    void needleProgress(quint64 id, qint64 done, qint64 total);
+    void needleReady(quint64 id, const std::shared_ptr<const kvlens::eval::NeedleGridResult>& result);
+    void needleFailed(quint64 id, const QString& message);  // empty message: cancelled
 
 private:
     std::shared_ptr<const Model> m_model;

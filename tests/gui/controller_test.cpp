@@ -94,6 +94,37 @@ private Q_SLOTS:
         QCOMPARE(t.policies[1].generated.size(), size_t{3});
     }
 
+    void needleGrid() {
+        Controller c;
+        QVERIFY(loadBundled(c));
+        c.setPolicies({parsePolicySpec("streaming")});
+        eval::NeedleGridOptions o;
+        o.contexts = {48};
+        o.depths = {0, 1};
+        o.budgets = {parseBudget("16")};
+        QSignalSpy ready(&c, &Controller::needleReady);
+        QSignalSpy progress(&c, &Controller::needleProgress);
+        c.runNeedle(o);
+        QVERIFY(c.needleRunning());
+        QVERIFY(ready.wait(60000));
+        const auto grid = ready.at(0).at(0).value<std::shared_ptr<const eval::NeedleGridResult>>();
+        QCOMPARE(grid->cells.size(), size_t{4});  // 2 depths × (full + streaming@16)
+        QVERIFY(progress.count() >= 2);
+        QVERIFY(!c.needleRunning());
+
+        // Cancelled: a grid far too big to finish in time gives way at once.
+        o.contexts = {512, 1024};
+        o.depths = {0, 0.25, 0.5, 0.75, 1};
+        o.samples = 20;
+        QSignalSpy failed(&c, &Controller::needleFailed);
+        progress.clear();
+        c.runNeedle(o);
+        QTRY_VERIFY_WITH_TIMEOUT(progress.count() >= 1, 60000);
+        c.cancelNeedle();
+        QVERIFY(failed.wait(20000));
+        QVERIFY(failed.at(0).at(0).toString().isEmpty());  // empty: cancelled, not an error
+    }
+
     void cancellingIsImmediate() {
         Controller c;
         QVERIFY(loadBundled(c));
