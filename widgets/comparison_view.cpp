@@ -78,15 +78,22 @@ void ComparisonView::refresh() {
     rebuildColumns(n);
     m_layer = std::clamp<int64_t>(m_layer, 0, std::max<int64_t>(0, m_trace->numLayers - 1));
     m_head = std::clamp<int64_t>(m_head, 0, std::max<int64_t>(0, m_trace->numHeads - 1));
+    if (m_lodTrace != m_trace.get()) {
+        m_lods.assign(static_cast<size_t>(n), nullptr);
+        for (int i = 0; i < n && i < static_cast<int>(m_trace->attention.size()); ++i) {
+            auto lod = std::make_shared<const AttentionLod>(m_trace->attention[static_cast<size_t>(i)]);
+            if (lod->size() > 0) m_lods[static_cast<size_t>(i)] = lod;
+        }
+        m_lodTrace = m_trace.get();
+    }
+    const auto& lods = m_lods;
     // One range for every column: the same colour means the same weight.
-    std::vector<std::shared_ptr<const AttentionLod>> lods(static_cast<size_t>(n));
     ColourRange range{0, 0};
     float minPositive = 1;
-    for (int i = 0; i < n && i < static_cast<int>(m_trace->attention.size()); ++i) {
-        auto lod = std::make_shared<const AttentionLod>(m_trace->attention[static_cast<size_t>(i)]);
+    for (const auto& lod : lods) {
+        if (!lod) continue;
         range.hi = std::max(range.hi, lod->maxValue());
         if (lod->minPositive() > 0) minPositive = std::min(minPositive, lod->minPositive());
-        lods[static_cast<size_t>(i)] = lod->size() > 0 ? lod : nullptr;
     }
     if (range.hi <= 0) range.hi = 1;
     range.lo = m_scale == ColourScale::Log ? minPositive : 0.0f;

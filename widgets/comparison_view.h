@@ -14,6 +14,7 @@ class QHBoxLayout;
 namespace kvlens::ui {
 
 class PolicyColumn;
+class AttentionLod;
 class StatusLegend;
 
 class ComparisonView : public QWidget {
@@ -53,6 +54,10 @@ private:
     int64_t m_layer = 0, m_head = 0;
     ColourScale m_scale = ColourScale::Linear;
     ColourRange m_range;
+    // Level-of-detail pyramids of m_trace's maps, built once per trace (a
+    // selection or scale change reuses them).
+    const Trace* m_lodTrace = nullptr;
+    std::vector<std::shared_ptr<const AttentionLod>> m_lods;
     int m_updates = 0;
 };
 

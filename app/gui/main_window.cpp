@@ -207,7 +207,10 @@ void MainWindow::connectController() {
     });
     connect(m_model, &ui::ModelPanel::loadRequested, c, &Controller::loadModel);
 
-    connect(c, &Controller::modelLoading, m_model, &ui::ModelPanel::setProgress);
+    connect(c, &Controller::modelLoading, this, [this](int percent, const QString& stage) {
+        m_model->setProgress(percent, stage);
+        statusBar()->showMessage(tr("Loading the model: %1 (%2%)").arg(stage).arg(percent));
+    });
     connect(c, &Controller::modelLoaded, this, [this](const ModelSummary& s) {
         m_model->setSummary(s);
         m_settings.lastModelDir.set(QString::fromStdString(s.directory));
