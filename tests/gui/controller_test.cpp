@@ -94,6 +94,27 @@ private Q_SLOTS:
         QCOMPARE(t.policies[1].generated.size(), size_t{3});
     }
 
+    void emptyPromptAndBadBudgetNeverCrash() {
+        Controller c;
+        QVERIFY(loadBundled(c));
+        c.setPolicies({parsePolicySpec("snapkv"), parsePolicySpec("h2o")});
+        c.setBudget(parseBudget("64"));
+        c.setDecodeSteps(2);
+        c.setPrompt(QString());
+        c.runNow();
+        QTRY_VERIFY_WITH_TIMEOUT(settled(c, 3), 60000);  // <bos> alone is a prompt
+        QCOMPARE(c.history().back()->promptLength, int64_t{1});
+        // A per-layer list of the wrong length is refused with a reason, not a crash.
+        QSignalSpy failed(&c, &Controller::runFailed);
+        BudgetSpec wrong;
+        wrong.value = 8;
+        wrong.perLayer = {8, 8};
+        c.setBudget(wrong);
+        c.runNow();
+        QVERIFY(failed.wait(30000));
+        QVERIFY2(failed.at(0).at(0).toString().contains("per-layer"), qPrintable(failed.at(0).at(0).toString()));
+    }
+
     void needleGrid() {
         Controller c;
         QVERIFY(loadBundled(c));
