@@ -1,0 +1,167 @@
+#include "core/io/session_file.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace kvlens {
+namespace {
+
+constexpr const char* kFormat = "kvlens-session";
+
+class Fnv1a {
+public:
+    void add(const char* data, size_t n) {
+        for (size_t i = 0; i < n; ++i) m_h = (m_h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
+    }
+    void add(const std::string& s) { add(s.data(), s.size() + 1); }  // with the NUL: "ab"+"c" ≠ "a"+"bc"
+    void add(uint64_t v) { add(reinterpret_cast<const char*>(&v), sizeof v); }
+    std::string hex() const {
+        char buf[17];
+        std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(m_h));
+        return buf;
+    }
+
+private:
+    uint64_t m_h = 1469598103934665603ull;
+};
+
+void addFile(Fnv1a& h, const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    h.add(p.filename().string());
+    h.add(ss.str());
+}
+
+void addSafetensors(Fnv1a& h, const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    const uint64_t size = fs::file_size(p);
+    h.add(p.filename().string());
+    h.add(size);
+    uint64_t headerLen = 0;
+    if (!in.read(reinterpret_cast<char*>(&headerLen), 8)) return;
+    const uint64_t header = std::min<uint64_t>(headerLen, size - 8);
+    std::string buf(static_cast<size_t>(std::min<uint64_t>(header, 100u << 20)), '\0');
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h.add(buf);
+    const uint64_t dataStart = 8 + header, dataSize = size > dataStart ? size - dataStart : 0;
+    constexpr uint64_t kBlock = 4096, kBlocks = 64;
+    std::string block(kBlock, '\0');
+    for (uint64_t b = 0; b < kBlocks && dataSize > 0; ++b) {
+        const uint64_t at = dataStart + (dataSize > kBlock ? (dataSize - kBlock) * b / (kBlocks - 1) : 0);
+        in.clear();
+        in.seekg(static_cast<std::streamoff>(at));
+        in.read(block.data(), static_cast<std::streamsize>(kBlock));
+        h.add(block.data(), static_cast<size_t>(in.gcount()));
+    }
+}
+
+template <class T>
+T field(const json& j, const char* name, const std::string& source) {
+    if (!j.contains(name)) throw FormatError(source, std::string("missing field \"") + name + "\"");
+    try {
+        return j.at(name).get<T>();
+    } catch (const json::exception&) {
+        throw FormatError(source, std::string("field \"") + name + "\" has the wrong type (" + j.at(name).dump() + ")");
+    }
+}
+
+template <class T>
+T optional(const json& j, const char* name, const T& fallback, const std::string& source) {
+    return j.contains(name) ? field<T>(j, name, source) : fallback;
+}
+
+}  // namespace
+
+json sessionToJson(const SessionFile& s) {
+    return {{"format", kFormat},
+            {"version", SessionFile::kVersion},
+            {"model", {{"dir", s.modelDir}, {"fingerprint", s.modelFingerprint}}},
+            {"prompt", s.prompt},
+            {"policies", s.policies},
+            {"budget", s.budget},
+            {"budgets", s.budgets},
+            {"decode_steps", s.decodeSteps},
+            {"teacher_forced", s.teacherForced},
+            {"sampling", {{"greedy", s.greedy}, {"temperature", s.temperature}, {"top_p", s.topP}, {"seed", s.seed}}},
+            {"view",
+             {{"layer", s.view.layer}, {"head", s.view.head}, {"step", s.view.step}, {"colour_scale", s.view.colourScale}}}};
+}
+
+SessionFile sessionFromJson(const json& j, const std::string& source) {
+    if (!j.is_object()) throw FormatError(source, "not a KVLens session (expected a JSON object)");
+    if (j.value("format", "") != kFormat) throw FormatError(source, "not a KVLens session (\"format\" is not \"kvlens-session\")");
+    const int version = field<int>(j, "version", source);
+    if (version > SessionFile::kVersion)
+        throw FormatError(source, "written by a newer KVLens (session version " + std::to_string(version) +
+                                      "); this one reads version " + std::to_string(SessionFile::kVersion) + " — update KVLens");
+    if (version < 1) throw FormatError(source, "session version " + std::to_string(version) + " is not valid");
+    SessionFile s;
+    const json model = field<json>(j, "model", source);
+    s.modelDir = optional<std::string>(model, "dir", "", source);
+    s.modelFingerprint = optional<std::string>(model, "fingerprint", "", source);
+    s.prompt = field<std::string>(j, "prompt", source);
+    s.policies = field<std::vector<std::string>>(j, "policies", source);
+    s.budget = optional<std::string>(j, "budget", "", source);
+    s.budgets = optional<std::string>(j, "budgets", "", source);
+    s.decodeSteps = optional<int64_t>(j, "decode_steps", s.decodeSteps, source);
+    if (s.decodeSteps < 0) throw FormatError(source, "\"decode_steps\" must not be negative");
+    s.teacherForced = optional<bool>(j, "teacher_forced", s.teacherForced, source);
+    const json sampling = optional<json>(j, "sampling", json::object(), source);
+    s.greedy = optional<bool>(sampling, "greedy", s.greedy, source);
+    s.temperature = optional<double>(sampling, "temperature", s.temperature, source);
+    s.topP = optional<double>(sampling, "top_p", s.topP, source);
+    s.seed = optional<uint64_t>(sampling, "seed", s.seed, source);
+    const json view = optional<json>(j, "view", json::object(), source);
+    s.view.layer = optional<int64_t>(view, "layer", 0, source);
+    s.view.head = optional<int64_t>(view, "head", 0, source);
+    s.view.step = optional<int64_t>(view, "step", -1, source);
+    s.view.colourScale = optional<std::string>(view, "colour_scale", "power", source);
+    return s;
+}
+
+void saveSession(const fs::path& file, const SessionFile& s) {
+    const fs::path tmp = file.string() + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out || !(out << sessionToJson(s).dump(2) << "\n") || !out.flush())
+            throw FormatError(file.string(), "cannot write the session (" + tmp.string() + ")");
+    }
+    std::error_code ec;
+    fs::rename(tmp, file, ec);
+    if (ec) throw FormatError(file.string(), "cannot replace the session file: " + ec.message());
+}
+
+SessionFile loadSession(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw FormatError(file.string(), "cannot open the session file");
+    json j;
+    try {
+        j = json::parse(in);
+    } catch (const json::parse_error& e) {
+        throw FormatError(file.string(), std::string("not valid JSON (") + e.what() + ")");
+    }
+    return sessionFromJson(j, file.string());
+}
+
+std::string modelFingerprint(const fs::path& dir) {
+    if (!fs::exists(dir / "config.json")) throw FormatError((dir / "config.json").string(), "missing: not a model directory");
+    Fnv1a h;
+    addFile(h, dir / "config.json");
+    if (fs::exists(dir / "tokenizer.json")) addFile(h, dir / "tokenizer.json");
+    std::vector<fs::path> shards;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().extension() == ".safetensors") shards.push_back(e.path());
+    std::sort(shards.begin(), shards.end());
+    for (const auto& p : shards) addSafetensors(h, p);
+    return "fnv1a64:" + h.hex();
+}
+
+}  // namespace kvlens

@@ -1,0 +1,56 @@
+#pragma once
+// Session files: what a user set up, saved as versioned JSON (format
+// "kvlens-session", version 1) so that opening it reproduces the same traces:
+// the model directory and a fingerprint of its files, the prompt, the
+// policies with their parameters, the budgets, decoding, and the view.
+// Torch-free (kvlens_base). The README documents the format.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kvlens {
+
+struct SessionFile {
+    static constexpr int kVersion = 1;
+
+    std::string modelDir;          // as the user chose it; empty: the bundled model
+    std::string modelFingerprint;  // modelFingerprint(dir) when saved; empty: not checked
+    std::string prompt;            // text, encoded with the model's tokenizer
+    std::vector<std::string> policies;  // "snapkv:window=16" (the registry's spec syntax)
+    std::string budget;            // "64" or "25%"; empty when budgets is used
+    std::string budgets;           // per-layer "64,48,32", empty when budget is used
+    int64_t decodeSteps = 16;
+    bool teacherForced = true;
+    bool greedy = true;
+    double temperature = 1.0;
+    double topP = 1.0;
+    uint64_t seed = 0;
+    struct View {
+        int64_t layer = 0, head = 0;  // query head
+        int64_t step = -1;            // decode step shown; -1: the last
+        std::string colourScale = "power";  // linear | log | power
+    } view;
+};
+
+nlohmann::json sessionToJson(const SessionFile& s);
+// Throws FormatError naming `source` and the field at fault; a file from a
+// newer KVLens says which version wrote it.
+SessionFile sessionFromJson(const nlohmann::json& j, const std::string& source = "session");
+
+// Written to FILE.tmp and renamed over FILE, so a crash mid-write never
+// leaves a half file where the last good one was.
+void saveSession(const std::filesystem::path& file, const SessionFile& s);
+// Throws FormatError (unreadable, not JSON, bad fields, newer version).
+SessionFile loadSession(const std::filesystem::path& file);
+
+// A cheap content fingerprint of a model directory: FNV-1a 64 over
+// config.json, tokenizer.json, and each *.safetensors file's size, header and
+// 64 evenly spaced 4 KiB blocks of its data (so a retrained checkpoint of the
+// same shapes differs) — not the gigabytes of weights.
+// "fnv1a64:<16 hex digits>". Throws FormatError when config.json is missing.
+std::string modelFingerprint(const std::filesystem::path& modelDir);
+
+}  // namespace kvlens

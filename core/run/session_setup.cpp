@@ -1,0 +1,45 @@
+#include "core/run/session_setup.h"
+
+#include "core/error.h"
+#include "core/paths.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace fs = std::filesystem;
+
+namespace kvlens {
+
+fs::path sessionModelDir(const SessionFile& file) {
+    const fs::path dir = file.modelDir.empty() ? bundledModelDir() : fs::path(file.modelDir);
+    if (!fs::is_directory(dir))
+        throw ArgumentError("the session's model folder " + dir.string() + " does not exist (moved or deleted?)");
+    return dir;
+}
+
+std::string fingerprintNote(const SessionFile& file, const fs::path& modelDir) {
+    if (file.modelFingerprint.empty()) return {};
+    const std::string now = modelFingerprint(modelDir);
+    if (now == file.modelFingerprint) return {};
+    return "the model in " + modelDir.string() + " changed since this session was saved (" + file.modelFingerprint +
+           ", now " + now + "): its traces will differ";
+}
+
+SessionOptions sessionOptionsFrom(const SessionFile& file, std::shared_ptr<const Tokenizer> tokenizer) {
+    if (!tokenizer) throw ArgumentError("a session needs the model's tokenizer.json to encode its prompt");
+    SessionOptions o;
+    for (int32_t id : tokenizer->encode(file.prompt)) o.prompt.push_back(id);
+    for (const auto& p : file.policies) o.policies.push_back(parsePolicySpec(p));
+    if (!file.budgets.empty())
+        o.budget = parseLayerBudgets(file.budgets);
+    else if (!file.budget.empty())
+        o.budget = parseBudget(file.budget);
+    o.teacherForced = file.teacherForced;
+    o.sampling.greedy = file.greedy;
+    o.sampling.temperature = file.temperature;
+    o.sampling.topP = file.topP;
+    o.sampling.seed = file.seed;
+    o.tokenizer = std::move(tokenizer);
+    o.attention = {true, file.view.layer, file.view.head};
+    return o;
+}
+
+}  // namespace kvlens

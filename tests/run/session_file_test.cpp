@@ -1,0 +1,136 @@
+// Session files: round trip, the errors a user sees for a corrupted or newer
+// file or a missing model, the model fingerprint, and save -> open -> the
+// same traces.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "core/error.h"
+#include "core/eval/vocabulary.h"
+#include "core/io/session_file.h"
+#include "core/io/trace_json.h"
+#include "core/model/model.h"
+#include "core/run/session_setup.h"
+#include "core/tokenizer/tokenizer.h"
+#include "tests/core/test_models.h"
+
+using namespace kvlens;
+namespace fs = std::filesystem;
+
+namespace {
+
+SessionFile example(const fs::path& modelDir) {
+    SessionFile s;
+    s.modelDir = modelDir.string();
+    s.modelFingerprint = modelFingerprint(modelDir);
+    s.prompt = "the code for the red door is 4 8 2 1 . the tired farmer walks slowly near the river . what is the code for the red door ?";
+    s.policies = {"h2o", "snapkv:window=4", "streaming:sinks=2"};
+    s.budget = "12";
+    s.decodeSteps = 3;
+    s.view = {1, 3, 2, "log"};
+    return s;
+}
+
+template <class F>
+std::string formatError(F&& f) {
+    try {
+        f();
+    } catch (const FormatError& e) {
+        return e.what();
+    }
+    return "(no FormatError)";
+}
+
+class SessionFileTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        s_dir = std::make_unique<test::ScratchDir>("session_file");
+        test::ModelOptions mo;
+        mo.vocabSize = static_cast<int64_t>(eval::Vocabulary::bundled().size());
+        test::makeRandomModel(Family::Llama, mo, 9, s_dir->path() / "model");
+        eval::Vocabulary::bundled().writeTokenizerJson(s_dir->path() / "model" / "tokenizer.json");
+    }
+    static void TearDownTestSuite() { s_dir.reset(); }
+    static fs::path model() { return s_dir->path() / "model"; }
+    static std::unique_ptr<test::ScratchDir> s_dir;
+};
+std::unique_ptr<test::ScratchDir> SessionFileTest::s_dir;
+
+// The traces a session file produces, as JSON (every status, score, metric).
+nlohmann::json runSession(const SessionFile& f) {
+    const fs::path dir = sessionModelDir(f);
+    auto tok = std::make_shared<const Tokenizer>(Tokenizer::fromFile(dir / "tokenizer.json"));
+    auto model = std::shared_ptr<const Model>(Model::load(dir));
+    Session session(model, sessionOptionsFrom(f, tok));
+    auto trace = session.start();
+    for (int64_t i = 0; i < f.decodeSteps; ++i) trace = session.step();
+    return traceToJson(*trace);
+}
+
+}  // namespace
+
+TEST_F(SessionFileTest, RoundTripKeepsEveryField) {
+    const SessionFile s = example(model());
+    const SessionFile back = sessionFromJson(sessionToJson(s));
+    EXPECT_EQ(sessionToJson(back), sessionToJson(s));
+    EXPECT_EQ(back.policies, s.policies);
+    EXPECT_EQ(back.view.colourScale, "log");
+    EXPECT_EQ(back.view.head, 3);
+}
+
+TEST_F(SessionFileTest, SaveThenOpenGivesTheSameTraces) {
+    const fs::path file = s_dir->path() / "a.kvlens.json";
+    const SessionFile s = example(model());
+    saveSession(file, s);
+    EXPECT_FALSE(fs::exists(file.string() + ".tmp"));
+    const SessionFile opened = loadSession(file);
+    const auto first = runSession(s), second = runSession(opened);
+    EXPECT_EQ(first, second);
+    ASSERT_EQ(first["policies"].size(), 4u) << "full + three policies";
+    EXPECT_EQ(fingerprintNote(opened, model()), "");
+}
+
+TEST_F(SessionFileTest, CorruptedFutureAndIncompleteFilesSayWhatIsWrong) {
+    const fs::path file = s_dir->path() / "bad.kvlens.json";
+    std::ofstream(file) << sessionToJson(example(model())).dump().substr(0, 40);
+    EXPECT_NE(formatError([&] { loadSession(file); }).find("not valid JSON"), std::string::npos);
+
+    auto j = sessionToJson(example(model()));
+    j["version"] = 7;
+    EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("written by a newer KVLens (session version 7)"),
+              std::string::npos);
+    j = sessionToJson(example(model()));
+    j.erase("prompt");
+    EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("missing field \"prompt\""), std::string::npos);
+    j = sessionToJson(example(model()));
+    j["policies"] = "h2o";
+    EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("field \"policies\" has the wrong type"), std::string::npos);
+    EXPECT_NE(formatError([&] { sessionFromJson(nlohmann::json::array()); }).find("not a KVLens session"), std::string::npos);
+    EXPECT_NE(formatError([&] { loadSession(s_dir->path() / "missing.json"); }).find("cannot open"), std::string::npos);
+
+    SessionFile gone = example(model());
+    gone.modelDir = (s_dir->path() / "deleted-model").string();
+    EXPECT_THROW(sessionModelDir(gone), ArgumentError);
+    SessionFile badPolicy = example(model());
+    badPolicy.policies = {"nosuchpolicy"};
+    auto tok = std::make_shared<const Tokenizer>(Tokenizer::fromFile(model() / "tokenizer.json"));
+    EXPECT_THROW(sessionOptionsFrom(badPolicy, tok), ArgumentError);
+}
+
+TEST_F(SessionFileTest, FingerprintFollowsTheWeights) {
+    const fs::path copy = s_dir->path() / "model-copy";
+    fs::create_directories(copy);
+    for (const auto& e : fs::directory_iterator(model())) fs::copy_file(e.path(), copy / e.path().filename());
+    EXPECT_EQ(modelFingerprint(copy), modelFingerprint(model()));
+    EXPECT_EQ(modelFingerprint(copy).rfind("fnv1a64:", 0), 0u);
+    {
+        // Change one byte of the last weight block (same shapes, new weights).
+        std::fstream f(copy / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(-3, std::ios::end);
+        f.put('\x7f');
+    }
+    EXPECT_NE(modelFingerprint(copy), modelFingerprint(model()));
+    SessionFile s = example(model());
+    EXPECT_NE(fingerprintNote(s, copy).find("changed since this session was saved"), std::string::npos);
+    EXPECT_THROW(modelFingerprint(s_dir->path()), FormatError);
+}
