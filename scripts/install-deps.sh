@@ -7,7 +7,8 @@ set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libtorch-dev nlohmann-json3-dev libpcre2-dev
           libcli11-dev libgtest-dev libutf8proc-dev libopenblas0-pthread nodejs npm)
 if [[ "${1:-}" != "--no-gui" ]]; then
-  packages+=(qt6-base-dev qt6-svg-dev libqcustomplot-dev xvfb xauth)
+  packages+=(qt6-base-dev qt6-svg-dev libqcustomplot-dev xvfb xauth
+             desktop-file-utils appstream)  # the last two: scripts/check-package.sh
 fi
 
 missing=()

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the Debian package kvlens_<version>_<arch>.deb from an existing build
+# directory (default: build/, as scripts/build.sh makes it; KVLENS_BUILD_DIR
+# overrides): brings the installed targets up to date, then runs cpack -G DEB
+# there. Prints the path of the .deb on stdout; cpack's log goes to
+# <build>/cpack.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir="${KVLENS_BUILD_DIR:-build}"
+if [[ ! -f "$dir/CPackConfig.cmake" ]]; then
+  echo "package: $dir has no CPackConfig.cmake; configure and build first (scripts/build.sh)" >&2
+  exit 1
+fi
+targets=(kvlens-cli kvlens_man)
+if grep -q '^KVLENS_GUI:BOOL=ON' "$dir/CMakeCache.txt"; then
+  targets+=(kvlens)
+else
+  echo "package: $dir is configured with KVLENS_GUI=OFF; the package will hold kvlens-cli only" >&2
+fi
+cmake --build "$dir" -j "${KVLENS_JOBS:-2}" --target "${targets[@]}" >/dev/null
+rm -f "$dir"/kvlens_*.deb
+if ! (cd "$dir" && cpack -G DEB) >"$dir/cpack.log" 2>&1; then
+  cat "$dir/cpack.log" >&2
+  echo "package: cpack failed" >&2
+  exit 1
+fi
+deb=$(ls "$dir"/kvlens_*.deb)
+realpath "$deb"
