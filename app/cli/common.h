@@ -70,5 +70,6 @@ void addCompareCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);
 void addTrainCommand(CLI::App& app);
 void addNeedleCommand(CLI::App& app);
+void addExportCommand(CLI::App& app);
 
 }  // namespace kvlens::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
     kvlens::cli::addCompareCommand(app);
     kvlens::cli::addBenchCommand(app);
     kvlens::cli::addNeedleCommand(app);
+    kvlens::cli::addExportCommand(app);
     kvlens::cli::addTrainCommand(app);
     if (argc > 1 && argv[1][0] != '-') {
         std::string known;

@@ -167,3 +167,30 @@ TEST_F(CliTest, NeedleGridWithAUserHaystack) {
     expectOneLineError(base + depths + " --policy h2o", "needs --budget");
     expectOneLineError("needle --model " + quote(model()) + " --needle x", "a user needle needs all of");
 }
+
+TEST_F(CliTest, ExportWritesDataTablesAndRefusesWhatItCannot) {
+    const std::string base = "export --model " + quote(model()) + " --prompt-ids 3,1,4,1,5,9,2,6,5,3,5,8 --policy h2o --budget 6 --steps 2";
+    const fs::path csv = s_dir->path() / "attn.csv", json = s_dir->path() / "scores.json", npy = s_dir->path() / "attn.npy";
+    CliRun r = run(base + " --layer 1 --head 2 --out " + quote(csv.string()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string text = slurp(csv);
+    EXPECT_EQ(text.substr(0, text.find('\n')), "position,token,0,1,2,3,4,5,6,7,8,9,10,11,12,13");
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1 + 14);  // 12 prompt tokens + 2 steps
+    r = run(base + " --table scores --kv-head 1 --out " + quote(json.string()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto j = nlohmann::json::parse(slurp(json));
+    EXPECT_EQ(j["policy"], "h2o");
+    EXPECT_EQ(j["kv_head"], 1);
+    EXPECT_EQ(j["rows"].size(), 14u);
+    r = run(base + " --out " + quote(npy.string()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(slurp(npy).substr(1, 5), "NUMPY");
+
+    expectOneLineError(base + " --out " + quote((s_dir->path() / "x.txt").string()), "unknown extension '.txt'");
+    expectOneLineError(base + " --show snapkv --out " + quote(csv.string()), "--show: no run 'snapkv' (runs: full, h2o)");
+    expectOneLineError(base + " --table heat --out " + quote(csv.string()), "unknown export table 'heat'");
+    expectOneLineError(base + " --layer 5 --out " + quote(csv.string()), "attention capture layer 5 outside");
+    expectOneLineError("export --model " + quote(model()) + " --out " + quote(csv.string()), "give a prompt");
+    expectOneLineError("export --session " + quote((s_dir->path() / "none.json").string()) + " --out " + quote(csv.string()),
+                       "cannot open the session file");
+}

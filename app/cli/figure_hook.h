@@ -1,0 +1,25 @@
+#pragma once
+// Figures from the CLI: `kvlens-cli export --out FILE.png|svg|pdf` renders
+// the same view the GUI exports. The rendering lives in widgets/ (Qt), so
+// kvlens-cli built without the GUI (KVLENS_GUI=OFF) has a stand-in that
+// says so; a GUI build links the Qt implementation.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/run/trace.h"
+
+namespace kvlens::cli {
+
+struct FigureRequest {
+    std::shared_ptr<const Trace> trace;
+    size_t policy = 0;       // index into trace->policies
+    int64_t layer = 0, head = 0;  // query head of the attention map
+    double scale = 2.0;      // PNG device pixels per point
+    std::string modelName;   // for the title
+};
+
+// Writes FILE.png / .svg / .pdf. Throws ArgumentError when this build cannot.
+void exportFigure(const FigureRequest& request, const std::string& file);
+
+}  // namespace kvlens::cli

@@ -1,0 +1,12 @@
+#include "app/cli/figure_hook.h"
+
+#include "core/error.h"
+
+namespace kvlens::cli {
+
+void exportFigure(const FigureRequest&, const std::string& file) {
+    throw ArgumentError("cannot write " + file + ": figures (png, svg, pdf) are rendered by the GUI's widgets, which this "
+                        "kvlens-cli was built without; data formats work here (csv, json, npy)");
+}
+
+}  // namespace kvlens::cli
