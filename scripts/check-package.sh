@@ -54,32 +54,45 @@ if dpkg -L kvlens | grep -qx /usr/bin/kvlens; then
   gui=1
   for f in /usr/share/applications/kvlens.desktop /usr/share/metainfo/io.github.kvlens.kvlens.metainfo.xml \
            /usr/share/icons/hicolor/scalable/apps/kvlens.svg /usr/share/icons/hicolor/48x48/apps/kvlens.png \
-           /usr/share/icons/hicolor/256x256/apps/kvlens.png; do
+           /usr/share/icons/hicolor/256x256/apps/kvlens.png /usr/share/man/man1/kvlens.1.gz; do
     [[ -e "$f" ]] || fail "missing $f"
   done
 fi
 [[ $failed -eq 0 ]] && ok "files in place ($(dpkg -L kvlens | wc -l) paths)"
 
-# Run from a directory outside the source tree, without KVLENS_RESOURCES.
+# Run from a directory outside the source tree, without KVLENS_RESOURCES, and
+# where a mount namespace is allowed (root) with an empty tmpfs over the source
+# tree, so that nothing can come from there.
 cd "$work"
 unset KVLENS_RESOURCES
-if /usr/bin/kvlens-cli info >"$work/info.txt" 2>&1 && grep -q '^model_dir: /usr/share/kvlens/models/kvlens-tiny$' "$work/info.txt"; then
-  ok "kvlens-cli info: $(grep '^model_dir:' "$work/info.txt")"
+hide=()
+where="source tree present"
+if unshare -m sh -c 'mount -t tmpfs kvlens-hidden "$0"' "$src" 2>/dev/null; then
+  hide=(unshare -m sh -c 'mount -t tmpfs kvlens-hidden "$0" && exec "$@"' "$src")
+  where="source tree hidden"
+fi
+if "${hide[@]}" /usr/bin/kvlens-cli info >"$work/info.txt" 2>&1 &&
+   grep -q '^model_dir: /usr/share/kvlens/models/kvlens-tiny$' "$work/info.txt"; then
+  ok "kvlens-cli info ($where): $(grep '^model_dir:' "$work/info.txt")"
 else
   cat "$work/info.txt"; fail "kvlens-cli info does not use /usr/share/kvlens/models/kvlens-tiny"
 fi
-if /usr/bin/kvlens-cli generate --steps 8 --threads 2 --prompt 'the code for the red door is' \
+if "${hide[@]}" /usr/bin/kvlens-cli generate --steps 8 --threads 2 --prompt 'the code for the red door is' \
      >"$work/generate.txt" 2>&1; then
   ok "kvlens-cli generate: $(tr '\n' ' ' < "$work/generate.txt" | cut -c1-120)"
 else
   cat "$work/generate.txt"; fail "kvlens-cli generate"
 fi
-man_ok=1
-zcat /usr/share/man/man1/kvlens-cli.1.gz | grep -q '^\.TH KVLENS-CLI 1' || man_ok=0
-if command -v groff >/dev/null; then
-  [[ -z "$(zcat /usr/share/man/man1/kvlens-cli.1.gz | groff -man -ww -z 2>&1)" ]] || man_ok=0
-fi
-[[ $man_ok -eq 1 ]] && ok "man page kvlens-cli.1.gz" || fail "man page kvlens-cli.1.gz"
+pages=(kvlens-cli.1.gz)
+dpkg -L kvlens | grep -qx /usr/bin/kvlens && pages+=(kvlens.1.gz)
+for page in "${pages[@]}"; do
+  man_ok=1
+  zcat "/usr/share/man/man1/$page" | grep -q '^\.TH KVLENS' || man_ok=0
+  if command -v groff >/dev/null; then
+    [[ -z "$(zcat "/usr/share/man/man1/$page" | groff -man -ww -z 2>&1)" ]] || man_ok=0
+  fi
+  [[ $man_ok -eq 1 ]] && ok "man page $page" || fail "man page $page"
+done
 
 if [[ $gui -eq 1 ]]; then
   if command -v desktop-file-validate >/dev/null; then
@@ -98,8 +111,8 @@ if [[ $gui -eq 1 ]]; then
     launch=(env QT_QPA_PLATFORM=offscreen)
   fi
   start=$(date +%s)
-  if timeout 150 "${launch[@]}" /usr/bin/kvlens --screenshot "$shot" >"$work/gui.txt" 2>&1 && [[ -s "$shot" ]]; then
-    ok "kvlens started (${launch[0]}), ran the example and saved a $(du -h "$shot" | cut -f1) screenshot in $(( $(date +%s) - start )) s"
+  if timeout 150 "${hide[@]}" "${launch[@]}" /usr/bin/kvlens --screenshot "$shot" >"$work/gui.txt" 2>&1 && [[ -s "$shot" ]]; then
+    ok "kvlens started (${launch[0]}, $where), ran the example and saved a $(du -h "$shot" | cut -f1) screenshot in $(( $(date +%s) - start )) s"
     [[ -n "${KVLENS_SCREENSHOT:-}" ]] && cp "$shot" "$KVLENS_SCREENSHOT"
   else
     cat "$work/gui.txt"; fail "kvlens did not start and save its window"
