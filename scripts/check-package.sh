@@ -110,8 +110,10 @@ if [[ $gui -eq 1 ]]; then
   else
     launch=(env QT_QPA_PLATFORM=offscreen)
   fi
+  mkdir -m 700 "$work/xdg"
   start=$(date +%s)
-  if timeout 150 "${hide[@]}" "${launch[@]}" /usr/bin/kvlens --screenshot "$shot" >"$work/gui.txt" 2>&1 && [[ -s "$shot" ]]; then
+  if XDG_RUNTIME_DIR="$work/xdg" timeout 150 "${hide[@]}" "${launch[@]}" /usr/bin/kvlens --screenshot "$shot" \
+       >"$work/gui.txt" 2>&1 && [[ -s "$shot" ]] && ! grep -qiE 'error|critical|fatal|abort' "$work/gui.txt"; then
     ok "kvlens started (${launch[0]}, $where), ran the example and saved a $(du -h "$shot" | cut -f1) screenshot in $(( $(date +%s) - start )) s"
     [[ -n "${KVLENS_SCREENSHOT:-}" ]] && cp "$shot" "$KVLENS_SCREENSHOT"
   else

@@ -7,8 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${KVLENS_BUILD_DIR:-build}"
-if [[ ! -f "$dir/CPackConfig.cmake" ]]; then
-  echo "package: $dir has no CPackConfig.cmake; configure and build first (scripts/build.sh)" >&2
+if [[ ! -f "$dir/CMakeCache.txt" ]]; then
+  echo "package: $dir is not a configured build directory; build first (scripts/build.sh)" >&2
   exit 1
 fi
 targets=(kvlens-cli kvlens_man)
@@ -17,7 +17,12 @@ if grep -q '^KVLENS_GUI:BOOL=ON' "$dir/CMakeCache.txt"; then
 else
   echo "package: $dir is configured with KVLENS_GUI=OFF; the package will hold kvlens-cli only" >&2
 fi
-cmake --build "$dir" -j "${KVLENS_JOBS:-2}" --target "${targets[@]}" >/dev/null
+# (Re-runs CMake first when a CMakeLists.txt changed, which writes CPackConfig.cmake.)
+if ! cmake --build "$dir" -j "${KVLENS_JOBS:-2}" --target "${targets[@]}" >"$dir/package-build.log" 2>&1; then
+  tail -30 "$dir/package-build.log" >&2
+  echo "package: the build failed" >&2
+  exit 1
+fi
 rm -f "$dir"/kvlens_*.deb
 if ! (cd "$dir" && cpack -G DEB) >"$dir/cpack.log" 2>&1; then
   cat "$dir/cpack.log" >&2
