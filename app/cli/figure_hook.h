@@ -2,10 +2,11 @@
 // Figures from the CLI: `kvlens-cli export --out FILE.png|svg|pdf` renders
 // the same view the GUI exports. The rendering lives in widgets/ (Qt), so
 // kvlens-cli built without the GUI (KVLENS_GUI=OFF) has a stand-in that
-// says so; a GUI build links the Qt implementation.
+// says so; a GUI build links the Qt implementation (figure_hook_qt.cpp).
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/run/trace.h"
 
@@ -17,9 +18,15 @@ struct FigureRequest {
     int64_t layer = 0, head = 0;  // query head of the attention map
     double scale = 2.0;      // PNG device pixels per point
     std::string modelName;   // for the title
+    std::string colourScale = "power";  // linear | log | power
+    std::string kind = "attention";     // attention (heatmap) | status (every policy's token strip)
 };
 
 // Writes FILE.png / .svg / .pdf. Throws ArgumentError when this build cannot.
 void exportFigure(const FigureRequest& request, const std::string& file);
+// One figure with a grid of attention panels (export all): `columns` per row
+// (≤ 0: about square), one colour range and colour bar, `title` on top.
+void exportGridFigure(const std::vector<FigureRequest>& panels, int columns, const std::string& title,
+                      const std::string& file);
 
 }  // namespace kvlens::cli

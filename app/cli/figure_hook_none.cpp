@@ -3,10 +3,17 @@
 #include "core/error.h"
 
 namespace kvlens::cli {
-
-void exportFigure(const FigureRequest&, const std::string& file) {
+namespace {
+[[noreturn]] void noFigures(const std::string& file) {
     throw ArgumentError("cannot write " + file + ": figures (png, svg, pdf) are rendered by the GUI's widgets, which this "
                         "kvlens-cli was built without; data formats work here (csv, json, npy)");
+}
+}  // namespace
+
+void exportFigure(const FigureRequest&, const std::string& file) { noFigures(file); }
+
+void exportGridFigure(const std::vector<FigureRequest>&, int, const std::string&, const std::string& file) {
+    noFigures(file);
 }
 
 }  // namespace kvlens::cli
