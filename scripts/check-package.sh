@@ -87,9 +87,9 @@ pages=(kvlens-cli.1.gz)
 dpkg -L kvlens | grep -qx /usr/bin/kvlens && pages+=(kvlens.1.gz)
 for page in "${pages[@]}"; do
   man_ok=1
-  zcat "/usr/share/man/man1/$page" | grep -q '^\.TH KVLENS' || man_ok=0
+  zcat "/usr/share/man/man1/$page" 2>/dev/null | grep -q '^\.TH KVLENS' || man_ok=0
   if command -v groff >/dev/null; then
-    [[ -z "$(zcat "/usr/share/man/man1/$page" | groff -man -ww -z 2>&1)" ]] || man_ok=0
+    [[ -z "$(zcat "/usr/share/man/man1/$page" 2>/dev/null | groff -man -ww -z 2>&1)" ]] || man_ok=0
   fi
   [[ $man_ok -eq 1 ]] && ok "man page $page" || fail "man page $page"
 done
