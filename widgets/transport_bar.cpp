@@ -91,6 +91,11 @@ void TransportBar::setDecodeSteps(int n) {
 }
 
 int TransportBar::decodeSteps() const { return m_steps->value(); }
+
+void TransportBar::setFreeRunning(bool freeRunning) {
+    const QSignalBlocker block(m_free);
+    m_free->setChecked(freeRunning);
+}
 bool TransportBar::playing() const { return m_timer->isActive(); }
 bool TransportBar::freeRunning() const { return m_free->isChecked(); }
 

@@ -24,6 +24,7 @@ public:
     int decodeSteps() const;
     bool playing() const;
     bool freeRunning() const;
+    void setFreeRunning(bool freeRunning);  // without emitting (opening a session)
 
 public Q_SLOTS:
     void togglePlay();

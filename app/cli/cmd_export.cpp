@@ -10,6 +10,7 @@
 #include "app/cli/figure_hook.h"
 #include "core/error.h"
 #include "core/io/export_data.h"
+#include "core/io/export_names.h"
 #include "core/model/model.h"
 #include "core/run/session.h"
 #include "core/run/session_setup.h"
@@ -86,19 +87,6 @@ void writeOne(const ExportArgs& a, const std::shared_ptr<const Trace>& trace, si
     if (!out || !(out << text)) throw ArgumentError("--out: cannot write '" + file + "'");
 }
 
-// "snapkv", or "snapkv-2" for the second run with the same id: file names stay predictable.
-std::vector<std::string> runNames(const Trace& t) {
-    std::vector<std::string> names;
-    for (const auto& p : t.policies) {
-        int same = 0;
-        for (const auto& n : names) same += n == p.id || n.rfind(p.id + "-", 0) == 0;
-        names.push_back(same == 0 ? p.id : p.id + "-" + std::to_string(same + 1));
-    }
-    return names;
-}
-
-std::string twoDigits(int64_t v) { return (v < 10 ? "0" : "") + std::to_string(v); }
-
 // Export all: the runs × layers × heads asked for, one file each in the
 // folder --out, named RUN_LLL_HHH.FORMAT, and grid.FORMAT with every panel.
 void exportAll(const ExportArgs& a, const std::shared_ptr<const Model>& model, const SessionOptions& so,
@@ -122,14 +110,14 @@ void exportAll(const ExportArgs& a, const std::shared_ptr<const Model>& model, c
         for (size_t i = 0; i < first->policies.size(); ++i) runs.push_back(i);
     else
         runs.push_back(runIndex(*first, a.show));
-    const auto names = runNames(*first);
+    const auto names = exportRunNames(*first);
     std::vector<FigureRequest> panels;
     for (int64_t l : layers)
         for (int64_t h : heads) {
             // A trace captures one (layer, head): run again for each other one.
             const auto trace = l == a.layer && h == a.head ? first : runTrace(a, model, so, l, h);
             for (size_t r : runs) {
-                const std::string file = (fs::path(a.out) / (names[r] + "_L" + twoDigits(l) + "_H" + twoDigits(h) + ext)).string();
+                const std::string file = (fs::path(a.out) / exportFileName(names[r], l, h, ext)).string();
                 writeOne(a, trace, r, l, h, modelName, file);
                 std::cout << file << "\n";
                 panels.push_back({trace, r, l, h, a.scale, modelName, a.colourScale, "attention"});

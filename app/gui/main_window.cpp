@@ -13,11 +13,15 @@
 #include <QStatusBar>
 #include <QUndoStack>
 #include <QVBoxLayout>
+#include <utility>
 
 #include "app/gui/examples.h"
+#include "app/gui/file_actions.h"
 #include "core/error.h"
 #include "core/model/device.h"
 #include "core/paths.h"
+#include "core/run/session_setup.h"
+#include "widgets/budget_state.h"
 #include "widgets/budget_editor.h"
 #include "widgets/comparison_view.h"
 #include "widgets/eviction_timeline.h"
@@ -65,7 +69,8 @@ MainWindow::MainWindow(QWidget* parent)
       m_selection(new QLabel(this)),
       m_error(new QLabel(this)),
       m_busy(new QProgressBar(this)),
-      m_modelLabel(new QLabel(this)) {
+      m_modelLabel(new QLabel(this)),
+      m_files(new FileActions(this)) {
     setWindowTitle(tr("KVLens — KV-cache eviction lab"));
     setCentralWidget(buildCentral());
     buildDocks();
@@ -82,7 +87,9 @@ MainWindow::MainWindow(QWidget* parent)
     m_restoredLayout = restoreState(m_settings.windowState.get());
 }
 
-MainWindow::~MainWindow() = default;
+// A window that goes away (closed, or destroyed by its owner) exited
+// cleanly; a crash or a kill never gets here, so the autosave is offered.
+MainWindow::~MainWindow() { m_files->markCleanExit(); }
 
 QWidget* MainWindow::buildCentral() {
     auto* central = new QWidget(this);
@@ -153,6 +160,8 @@ void MainWindow::buildActions() {
     };
     QMenu* file = menuBar()->addMenu(tr("&File"));
     add(file, tr("&Open model…"), QKeySequence::Open, [this] { m_model->chooseDirectory(); });
+    m_files->addActions(file);
+    file->addSeparator();
     // The app always starts on the bundled model (a known state for
     // workshops); the last model the user opened is one click away.
     add(file, tr("Open &last model"), QKeySequence(), [this] {
@@ -204,6 +213,7 @@ void MainWindow::connectController() {
     connect(m_scale, &QComboBox::currentTextChanged, this, [this](const QString& name) {
         m_settings.colourScale.set(name);
         m_comparison->setColourScale(ui::colourScaleFromName(name));
+        m_files->scheduleAutosave();
     });
     connect(m_model, &ui::ModelPanel::loadRequested, c, &Controller::loadModel);
 
@@ -236,7 +246,12 @@ void MainWindow::connectController() {
         m_transport->setAvailable(n);
         m_timeline->setHistory(m_controller->history());
     });
-    connect(c, &Controller::runFinished, this, [this](quint64, double p, double t) { showRunStats(p, t); });
+    connect(c, &Controller::runFinished, this, [this](quint64, double p, double t) {
+        if (m_pendingStep >= 0) m_controller->setShownStep(std::exchange(m_pendingStep, -1));
+        showRunStats(p, t);
+    });
+    // Every edit issues a run: autosave a few seconds after the last one.
+    connect(c, &Controller::runIssued, m_files, &FileActions::scheduleAutosave);
     connect(c, &Controller::runFailed, this, [this](const QString& message) {
         m_error->setText(tr("The last edit could not run: %1").arg(message));
         m_error->show();
@@ -302,6 +317,7 @@ void MainWindow::start(const QString& modelDir) {
     }
     m_model->setDirectory(dir);
     m_controller->loadModel(dir, m_model->settings());
+    m_files->startup();
 }
 
 void MainWindow::showTrace(const std::shared_ptr<const Trace>& trace, int step) {
@@ -354,6 +370,95 @@ void MainWindow::showRunStats(double promptMs, double totalMs) {
                                  .arg(promptMs, 0, 'f', 0)
                                  .arg(m_controller->history().size() - 1)
                                  .arg(totalMs, 0, 'f', 0));
+}
+
+SessionFile MainWindow::sessionState() const {
+    SessionFile s = m_sessionExtras;
+    std::string dir = m_controller->modelReady() ? m_controller->model().directory : m_model->directory().toStdString();
+    std::error_code ec;
+    try {
+        // The bundled model is saved as "" so the session opens on any install.
+        if (!dir.empty() && std::filesystem::equivalent(dir, bundledModelDir(), ec)) dir.clear();
+    } catch (const Error&) {
+    }
+    s.modelDir = dir;
+    try {
+        const std::string key = dir.empty() ? bundledModelDir().string() : dir;
+        if (key != m_fingerprintDir) {
+            m_fingerprint = modelFingerprint(key);
+            m_fingerprintDir = key;
+        }
+        s.modelFingerprint = m_fingerprint;
+    } catch (const Error&) {
+        s.modelFingerprint.clear();  // no config.json: nothing to check against later
+    }
+    s.prompt = m_prompt->text().toStdString();
+    s.policies.clear();
+    for (const PolicyConfig& p : m_policies->policies()) s.policies.push_back(p.label());
+    const BudgetSpec b = m_budget->spec();
+    s.budget = b.perLayer.empty() ? b.text() : std::string();
+    s.budgets = b.perLayer.empty() ? std::string() : b.text();
+    s.decodeSteps = m_transport->decodeSteps();
+    s.teacherForced = !m_transport->freeRunning();
+    s.view.layer = m_comparison->selectedLayer();
+    s.view.head = m_comparison->selectedHead();
+    const int last = static_cast<int>(m_controller->history().size()) - 1;
+    s.view.step = m_controller->shownStep() >= last ? -1 : m_controller->shownStep();
+    s.view.colourScale = ui::colourScaleName(m_comparison->colourScale()).toStdString();
+    return s;
+}
+
+QString MainWindow::applySession(const SessionFile& s) {
+    std::filesystem::path dir;
+    std::vector<PolicyConfig> policies;
+    BudgetSpec budget = m_budget->spec();
+    std::string note;
+    try {
+        dir = sessionModelDir(s);
+        for (const auto& spec : s.policies) policies.push_back(parsePolicySpec(spec));
+        if (!s.budgets.empty())
+            budget = parseLayerBudgets(s.budgets);
+        else if (!s.budget.empty())
+            budget = parseBudget(s.budget);
+        if (s.view.colourScale != "linear" && s.view.colourScale != "log" && s.view.colourScale != "power")
+            throw ArgumentError("view.colour_scale '" + s.view.colourScale + "' is not linear, log or power");
+        note = fingerprintNote(s, dir);
+    } catch (const std::exception& e) {
+        return QString::fromStdString(e.what());
+    }
+    m_sessionExtras = s;
+    m_prompt->setText(QString::fromStdString(s.prompt));  // emits textEdited: the controller follows
+    m_policies->setPolicies(policies);
+    m_controller->setPolicies(policies);
+    ui::BudgetState state = m_budget->state();
+    if (!budget.perLayer.empty()) {
+        state.preset = ui::BudgetState::Preset::Custom;
+        state.perLayer = budget.perLayer;
+    } else if (budget.kind == BudgetSpec::Kind::Tokens) {
+        state.preset = ui::BudgetState::Preset::Uniform;
+        state.budget = static_cast<int64_t>(budget.value);
+    }
+    m_budget->edit(state, tr("open session"));
+    // A ratio budget ("25%") has no editor preset: the run gets it as saved.
+    if (budget.perLayer.empty() && budget.kind == BudgetSpec::Kind::Ratio) m_controller->setBudget(budget);
+    m_transport->setDecodeSteps(static_cast<int>(s.decodeSteps));
+    m_controller->setDecodeSteps(static_cast<int>(s.decodeSteps));
+    m_transport->setFreeRunning(!s.teacherForced);
+    m_controller->setTeacherForced(s.teacherForced);
+    m_scale->setCurrentText(QString::fromStdString(s.view.colourScale));
+    m_comparison->setSelection(s.view.layer, s.view.head);
+    m_controller->setSelection(s.view.layer, s.view.head);
+    m_pendingStep = static_cast<int>(s.view.step);
+    if (!note.empty()) statusBar()->showMessage(QString::fromStdString(note), 15000);
+    std::error_code ec;
+    const std::string current = m_controller->model().directory;
+    if (!m_controller->modelReady() || current.empty() || !std::filesystem::equivalent(dir, current, ec)) {
+        m_model->setDirectory(QString::fromStdString(dir.string()));
+        m_controller->loadModel(QString::fromStdString(dir.string()), m_model->settings());
+    } else {
+        m_controller->runNow();
+    }
+    return {};
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {

@@ -8,6 +8,7 @@
 
 #include "app/gui/controller.h"
 #include "app/gui/setting_value.h"
+#include "core/io/session_file.h"
 
 class QUndoStack;
 class QComboBox;
@@ -27,6 +28,8 @@ class NeedlePanel;
 }  // namespace kvlens::ui
 
 namespace kvlens::gui {
+
+class FileActions;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -49,6 +52,14 @@ public:
     ui::EvictionTimeline* timeline() const { return m_timeline; }
     ui::PromptEditor* promptEditor() const { return m_prompt; }
     ui::NeedlePanel* needlePanel() const { return m_needle; }
+    FileActions* files() const { return m_files; }
+
+    // What a session file holds: model, prompt, policies, budgets, decoding, view.
+    SessionFile sessionState() const;
+    // Puts a session's state in place and runs it (loading its model when it
+    // names another). Checks everything first: on an error nothing changes
+    // and the reason is returned; empty on success.
+    QString applySession(const SessionFile& session);
 
 protected:
     void closeEvent(QCloseEvent* e) override;
@@ -84,6 +95,10 @@ private:
     QProgressBar* m_busy;
     QLabel* m_modelLabel;
     bool m_restoredLayout = false;
+    FileActions* m_files;
+    SessionFile m_sessionExtras;  // sampling fields the GUI does not edit, kept from the last opened session
+    int m_pendingStep = -1;       // the step an opened session shows, once its run finishes
+    mutable std::string m_fingerprintDir, m_fingerprint;  // modelFingerprint() of the loaded model, cached
 };
 
 }  // namespace kvlens::gui

@@ -3,6 +3,7 @@
 // the default live in one declaration, and reading converts once.
 #include <QSettings>
 #include <QString>
+#include <QStringList>
 #include <QVariant>
 #include <utility>
 
@@ -32,6 +33,12 @@ struct Settings {
     SettingValue<QString> lastModelDir{QStringLiteral("model/lastDirectory"), {}};
     SettingValue<QString> colourScale{QStringLiteral("view/colourScale"), QStringLiteral("power")};
     SettingValue<int> decodeSteps{QStringLiteral("run/decodeSteps"), 16};
+    SettingValue<QStringList> recentSessions{QStringLiteral("session/recent"), {}};
+    // False while the app runs: still false at the next start means it did
+    // not exit cleanly, and the autosave is offered.
+    SettingValue<bool> cleanExit{QStringLiteral("session/cleanExit"), true};
+    SettingValue<double> exportScale{QStringLiteral("export/pngScale"), 2.0};
+    SettingValue<QString> exportFolder{QStringLiteral("export/folder"), {}};
 };
 
 }  // namespace kvlens::gui

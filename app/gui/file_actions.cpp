@@ -1,0 +1,410 @@
+#include "app/gui/file_actions.h"
+
+#include <QAction>
+#include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QInputDialog>
+#include <QMenu>
+#include <QMessageBox>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <fstream>
+
+#include "app/gui/main_window.h"
+#include "core/error.h"
+#include "core/io/export_names.h"
+#include "widgets/comparison_view.h"
+#include "widgets/figure.h"
+#include "widgets/needle_panel.h"
+#include "widgets/needle_view.h"
+
+namespace kvlens::gui {
+namespace {
+
+const char* const kTables[] = {"attention", "status", "scores", "budgets", "metrics"};
+
+// Which run and what to draw, and (for PNG) the scale: asked before the file.
+struct FigureChoice {
+    int run = 1;
+    bool status = false;
+    double scale = 2.0;
+};
+
+bool askFigure(QWidget* parent, const Trace& t, int defaultRun, double defaultScale, bool data, FigureChoice* out,
+               QString* table) {
+    QDialog d(parent);
+    d.setWindowTitle(data ? QObject::tr("Export data") : QObject::tr("Export figure"));
+    auto* form = new QFormLayout(&d);
+    auto* run = new QComboBox(&d);
+    for (const auto& p : t.policies) run->addItem(QString::fromStdString(p.label));
+    if (!data) run->addItem(QObject::tr("every run (one grid)"));
+    run->setCurrentIndex(std::clamp(defaultRun, 0, run->count() - 1));
+    form->addRow(QObject::tr("run"), run);
+    auto* what = new QComboBox(&d);
+    if (data)
+        for (const char* name : kTables) what->addItem(QString::fromLatin1(name));
+    else
+        what->addItems({QObject::tr("attention heatmap"), QObject::tr("token status (every run)")});
+    form->addRow(data ? QObject::tr("table") : QObject::tr("figure"), what);
+    auto* scale = new QDoubleSpinBox(&d);
+    scale->setRange(0.5, 8);
+    scale->setSingleStep(0.5);
+    scale->setValue(defaultScale);
+    scale->setToolTip(QObject::tr("PNG pixels per point (2 = 144 dpi); SVG and PDF are vector"));
+    if (!data) form->addRow(QObject::tr("PNG scale"), scale);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &d);
+    form->addRow(buttons);
+    QObject::connect(buttons, &QDialogButtonBox::accepted, &d, &QDialog::accept);
+    QObject::connect(buttons, &QDialogButtonBox::rejected, &d, &QDialog::reject);
+    if (d.exec() != QDialog::Accepted) return false;
+    out->run = run->currentIndex() >= static_cast<int>(t.policies.size()) ? -1 : run->currentIndex();
+    out->status = what->currentIndex() == 1;
+    out->scale = scale->value();
+    if (table) *table = what->currentText();
+    return true;
+}
+
+QString modelName(const std::string& dir) { return QDir(QString::fromStdString(dir)).dirName(); }
+
+}  // namespace
+
+FileActions::FileActions(MainWindow* window) : QObject(window), m_window(window) {
+    m_autosaveFile = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
+                     QStringLiteral("/autosave.kvlens.json");
+    m_autosave.setSingleShot(true);
+    m_autosave.setInterval(kAutosaveDelayMs);
+    connect(&m_autosave, &QTimer::timeout, this, [this] { autosaveNow(); });
+}
+
+FileActions::~FileActions() = default;
+
+void FileActions::report(const QString& title, const QString& text) const {
+    if (m_report) return m_report(title, text);
+    auto* box = new QMessageBox(QMessageBox::Warning, title, text, QMessageBox::Ok, m_window);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();  // not exec(): the window stays live behind it
+}
+
+void FileActions::addActions(QMenu* file) {
+    auto add = [this, file](const QString& text, const QKeySequence& key, auto slot) {
+        QAction* a = file->addAction(text);
+        a->setShortcut(key);
+        connect(a, &QAction::triggered, this, slot);
+        return a;
+    };
+    add(tr("Open &session…"), QKeySequence(QStringLiteral("Ctrl+Shift+O")), [this] {
+        const QString f = QFileDialog::getOpenFileName(m_window, tr("Open session"), defaultFolder(),
+                                                       tr("KVLens sessions (*.kvlens.json *.json)"));
+        if (!f.isEmpty()) openSession(f);
+    });
+    m_recentMenu = file->addMenu(tr("Recent sessions"));
+    connect(m_recentMenu, &QMenu::aboutToShow, this, &FileActions::rebuildRecent);
+    rebuildRecent();
+    add(tr("&Save session"), QKeySequence::Save, [this] {
+        if (!m_current.isEmpty()) {
+            saveSession(m_current);
+            return;
+        }
+        const QString f = QFileDialog::getSaveFileName(m_window, tr("Save session"),
+                                                       defaultFolder() + QStringLiteral("/session.kvlens.json"),
+                                                       tr("KVLens sessions (*.kvlens.json)"));
+        if (!f.isEmpty()) saveSession(f);
+    });
+    add(tr("Save session &as…"), QKeySequence::SaveAs, [this] {
+        const QString f = QFileDialog::getSaveFileName(m_window, tr("Save session as"),
+                                                       m_current.isEmpty() ? defaultFolder() : m_current,
+                                                       tr("KVLens sessions (*.kvlens.json)"));
+        if (!f.isEmpty()) saveSession(f);
+    });
+    file->addSeparator();
+    add(tr("&Export figure…"), QKeySequence(QStringLiteral("Ctrl+Shift+E")), [this] { chooseExportFigure(); });
+    add(tr("Export &data…"), QKeySequence(), [this] { chooseExportData(); });
+    add(tr("Export &all runs…"), QKeySequence(), [this] { chooseExportAll(); });
+    add(tr("Export &needle grid…"), QKeySequence(), [this] { chooseExportNeedle(); });
+}
+
+QString FileActions::defaultFolder() const {
+    const QString f = m_settings.exportFolder.get();
+    return f.isEmpty() ? QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation) : f;
+}
+
+// ---- sessions ----
+
+bool FileActions::saveSession(const QString& file) {
+    try {
+        kvlens::saveSession(file.toStdString(), m_window->sessionState());
+    } catch (const std::exception& e) {
+        report(tr("Cannot save the session"), QString::fromStdString(e.what()));
+        return false;
+    }
+    m_current = file;
+    addRecent(file);
+    m_window->statusBar()->showMessage(tr("Saved %1").arg(file), 5000);
+    return true;
+}
+
+bool FileActions::openSession(const QString& file) {
+    SessionFile s;
+    try {
+        s = loadSession(file.toStdString());
+    } catch (const std::exception& e) {
+        report(tr("Cannot open the session"), QString::fromStdString(e.what()));
+        return false;
+    }
+    const QString error = m_window->applySession(s);
+    if (!error.isEmpty()) {
+        report(tr("Cannot open the session"), tr("%1: %2").arg(file, error));
+        return false;
+    }
+    if (file != m_autosaveFile) {
+        m_current = file;
+        addRecent(file);
+    }
+    Q_EMIT sessionOpened(file);
+    return true;
+}
+
+QStringList FileActions::recentSessions() const { return m_settings.recentSessions.get(); }
+
+void FileActions::addRecent(const QString& file) {
+    QStringList list = recentSessions();
+    const QString abs = QFileInfo(file).absoluteFilePath();
+    list.removeAll(abs);
+    list.prepend(abs);
+    while (list.size() > kMaxRecent) list.removeLast();
+    m_settings.recentSessions.set(list);
+    m_settings.exportFolder.set(QFileInfo(abs).absolutePath());
+}
+
+void FileActions::rebuildRecent() {
+    if (!m_recentMenu) return;
+    m_recentMenu->clear();
+    const QStringList list = recentSessions();
+    for (const QString& f : list) {
+        QAction* a = m_recentMenu->addAction(QFileInfo(f).fileName());
+        a->setToolTip(f);
+        a->setStatusTip(f);
+        connect(a, &QAction::triggered, this, [this, f] { openSession(f); });
+    }
+    if (list.isEmpty()) m_recentMenu->addAction(tr("(none)"))->setEnabled(false);
+}
+
+// ---- autosave ----
+
+void FileActions::scheduleAutosave() { m_autosave.start(); }
+
+bool FileActions::autosaveNow() {
+    m_autosave.stop();
+    try {
+        QDir().mkpath(QFileInfo(m_autosaveFile).absolutePath());
+        kvlens::saveSession(m_autosaveFile.toStdString(), m_window->sessionState());
+    } catch (const std::exception& e) {
+        m_window->statusBar()->showMessage(tr("Autosave failed: %1").arg(QString::fromStdString(e.what())), 10000);
+        return false;
+    }
+    Q_EMIT autosaved(m_autosaveFile);
+    return true;
+}
+
+bool FileActions::startup() {
+    const bool offer = !m_settings.cleanExit.get() && QFileInfo::exists(m_autosaveFile);
+    m_settings.cleanExit.set(false);
+    if (!offer) return false;
+    if (m_restore) return m_restore(m_autosaveFile) && openSession(m_autosaveFile);
+    // Non-modal: the app is usable while the question waits.
+    auto* box = new QMessageBox(QMessageBox::Question, tr("Restore the last session?"),
+                                tr("KVLens did not exit cleanly last time. Restore the prompt, policies, budgets and "
+                                   "view it autosaved?"),
+                                QMessageBox::Yes | QMessageBox::No, m_window);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    connect(box, &QMessageBox::finished, this, [this, box] {
+        if (box->result() == QMessageBox::Yes) openSession(m_autosaveFile);
+    });
+    box->open();
+    return false;
+}
+
+void FileActions::markCleanExit() {
+    if (m_autosave.isActive()) autosaveNow();
+    m_settings.cleanExit.set(true);
+}
+
+// ---- exports ----
+
+ui::FigureView FileActions::figureView(int run) const {
+    ui::FigureView v;
+    v.trace = m_window->controller()->shownTrace();
+    v.policy = run;
+    v.layer = m_window->comparison()->selectedLayer();
+    v.head = m_window->comparison()->selectedHead();
+    v.scale = m_window->comparison()->colourScale();
+    v.model = modelName(m_window->controller()->model().directory);
+    return v;
+}
+
+QString FileActions::exportFigure(const QString& file, double scale, int run, bool status) const {
+    const ui::FigureView v = figureView(std::max(0, run));
+    if (!v.trace) return tr("nothing to export yet: no run has finished");
+    if (run >= static_cast<int>(v.trace->policies.size())) return tr("no run %1 in the trace").arg(run);
+    if (status)
+        return ui::writeFigure(file, ui::statusFigureSize(v), scale,
+                               [&v](QPainter& p, const QRectF& a) { ui::paintStatusFigure(p, a, v); }, ui::figureTitle(v));
+    if (run >= 0)
+        return ui::writeFigure(file, ui::attentionFigureSize(v), scale,
+                               [&v](QPainter& p, const QRectF& a) { ui::paintAttentionFigure(p, a, v); },
+                               ui::figureTitle(v));
+    std::vector<ui::FigureView> panels;
+    for (int i = 0; i < static_cast<int>(v.trace->policies.size()); ++i) {
+        panels.push_back(v);
+        panels.back().policy = i;
+    }
+    const QString title = tr("%1 · step %2 · layer %3 · head %4").arg(v.model).arg(v.trace->step).arg(v.layer).arg(v.head);
+    return ui::writeFigure(file, ui::gridFigureSize(static_cast<int>(panels.size()), static_cast<int>(panels.size())),
+                           scale,
+                           [&](QPainter& p, const QRectF& a) {
+                               ui::paintGridFigure(p, a, panels, static_cast<int>(panels.size()), title);
+                           },
+                           title);
+}
+
+QString FileActions::exportData(const QString& file, ExportTable table, int run) const {
+    const ui::FigureView v = figureView(run);
+    if (!v.trace) return tr("nothing to export yet: no run has finished");
+    const QString suffix = QFileInfo(file).suffix().toLower();
+    const int64_t group = v.trace->numHeads / std::max<int64_t>(1, v.trace->numKvHeads);
+    const ExportSelection sel{static_cast<size_t>(std::max(0, run)), v.layer, v.head / std::max<int64_t>(1, group)};
+    try {
+        if (suffix == QLatin1String("npy")) {
+            if (table != ExportTable::Attention) return tr("an .npy file holds the attention matrix");
+            writeAttentionNpy(file.toStdString(), *v.trace, sel.policy);
+            return {};
+        }
+        std::string text;
+        if (suffix == QLatin1String("csv"))
+            text = exportCsv(*v.trace, table, sel);
+        else if (suffix == QLatin1String("json"))
+            text = exportJson(*v.trace, table, sel).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+        else
+            return tr("%1: data is .csv, .json or .npy").arg(file);
+        std::ofstream out(file.toStdString());
+        if (!out || !(out << text)) return tr("cannot write %1").arg(file);
+    } catch (const std::exception& e) {
+        return QString::fromStdString(e.what());
+    }
+    return {};
+}
+
+QString FileActions::exportAll(const QString& folder, const QString& format, QStringList* written) const {
+    const auto trace = m_window->controller()->shownTrace();
+    if (!trace) return tr("nothing to export yet: no run has finished");
+    if (!QDir().mkpath(folder)) return tr("cannot create the folder %1").arg(folder);
+    const QString fmt = format.startsWith(QLatin1Char('.')) ? format.mid(1).toLower() : format.toLower();
+    const std::string ext = "." + fmt.toStdString();
+    const bool figure = ui::isFigureFile(QStringLiteral("x.") + fmt);
+    const double scale = m_settings.exportScale.get();
+    const auto names = exportRunNames(*trace);
+    const int64_t layer = m_window->comparison()->selectedLayer(), head = m_window->comparison()->selectedHead();
+    for (int r = 0; r < static_cast<int>(trace->policies.size()); ++r) {
+        const QString file = QDir(folder).filePath(
+            QString::fromStdString(exportFileName(names[static_cast<size_t>(r)], layer, head, ext)));
+        const QString error = figure ? exportFigure(file, scale, r) : exportData(file, ExportTable::Attention, r);
+        if (!error.isEmpty()) return error;
+        if (written) *written << file;
+    }
+    if (!figure) return {};
+    const QString grid = QDir(folder).filePath(QStringLiteral("grid.") + fmt);
+    const QString error = exportFigure(grid, scale, -1);
+    if (error.isEmpty() && written) *written << grid;
+    return error;
+}
+
+QString FileActions::exportNeedle(const QString& file, double scale) const {
+    const ui::NeedleView* view = m_window->needlePanel()->view();
+    if (view->panelCount() == 0) return tr("no needle grid yet: run one in the Needle dock");
+    const QString title = tr("%1 · needle retrieval: context × depth")
+                              .arg(modelName(m_window->controller()->model().directory));
+    const QSizeF size(std::max(360, 220 * std::min(view->panelCount(), 4)),
+                      40 + 220 * ((view->panelCount() + 3) / 4));
+    return ui::writeFigure(file, size, scale,
+                           [&](QPainter& p, const QRectF& a) {
+                               p.fillRect(a, Qt::white);
+                               p.setPen(Qt::black);
+                               QFont f(QStringLiteral("DejaVu Sans"));
+                               f.setPointSizeF(9);
+                               f.setBold(true);
+                               p.setFont(f);
+                               p.drawText(QRectF(a.left() + 4, a.top(), a.width() - 8, 22),
+                                          Qt::AlignLeft | Qt::AlignVCenter, title);
+                               p.setFont(QFont(QStringLiteral("DejaVu Sans"), 7));
+                               view->paint(p, a.adjusted(4, 24, -4, -4).toRect());
+                           },
+                           title);
+}
+
+void FileActions::chooseExportFigure() {
+    const auto trace = m_window->controller()->shownTrace();
+    if (!trace) return report(tr("Export figure"), tr("Nothing to export yet: no run has finished."));
+    FigureChoice c;
+    if (!askFigure(m_window, *trace, trace->policies.size() > 1 ? 1 : 0, m_settings.exportScale.get(), false, &c, nullptr))
+        return;
+    m_settings.exportScale.set(c.scale);
+    const QString f = QFileDialog::getSaveFileName(m_window, tr("Export figure"), defaultFolder() + QStringLiteral("/figure.png"),
+                                                   tr("PNG image (*.png);;SVG vector image (*.svg);;PDF document (*.pdf)"));
+    if (f.isEmpty()) return;
+    const QString error = exportFigure(f, c.scale, c.run, c.status);
+    if (!error.isEmpty()) return report(tr("Cannot export the figure"), error);
+    m_settings.exportFolder.set(QFileInfo(f).absolutePath());
+    m_window->statusBar()->showMessage(tr("Wrote %1").arg(f), 5000);
+}
+
+void FileActions::chooseExportData() {
+    const auto trace = m_window->controller()->shownTrace();
+    if (!trace) return report(tr("Export data"), tr("Nothing to export yet: no run has finished."));
+    FigureChoice c;
+    QString table;
+    if (!askFigure(m_window, *trace, trace->policies.size() > 1 ? 1 : 0, 2.0, true, &c, &table)) return;
+    const QString f = QFileDialog::getSaveFileName(m_window, tr("Export data"), defaultFolder() + QStringLiteral("/") + table + QStringLiteral(".csv"),
+                                                   tr("CSV (*.csv);;JSON (*.json);;NumPy array (*.npy)"));
+    if (f.isEmpty()) return;
+    QString error;
+    try {
+        error = exportData(f, parseExportTable(table.toStdString()), c.run);
+    } catch (const std::exception& e) {
+        error = QString::fromStdString(e.what());
+    }
+    if (!error.isEmpty()) return report(tr("Cannot export the data"), error);
+    m_window->statusBar()->showMessage(tr("Wrote %1").arg(f), 5000);
+}
+
+void FileActions::chooseExportAll() {
+    bool ok = false;
+    const QString format = QInputDialog::getItem(m_window, tr("Export all runs"), tr("format"),
+                                                 {QStringLiteral("png"), QStringLiteral("svg"), QStringLiteral("pdf"),
+                                                  QStringLiteral("csv"), QStringLiteral("json"), QStringLiteral("npy")},
+                                                 0, false, &ok);
+    if (!ok) return;
+    const QString folder = QFileDialog::getExistingDirectory(m_window, tr("Export all runs into"), defaultFolder());
+    if (folder.isEmpty()) return;
+    QStringList written;
+    const QString error = exportAll(folder, format, &written);
+    if (!error.isEmpty()) return report(tr("Cannot export"), error);
+    m_window->statusBar()->showMessage(tr("Wrote %1 files into %2").arg(written.size()).arg(folder), 5000);
+}
+
+void FileActions::chooseExportNeedle() {
+    const QString f = QFileDialog::getSaveFileName(m_window, tr("Export needle grid"), defaultFolder() + QStringLiteral("/needle.png"),
+                                                   tr("PNG image (*.png);;SVG vector image (*.svg);;PDF document (*.pdf)"));
+    if (f.isEmpty()) return;
+    const QString error = exportNeedle(f, m_settings.exportScale.get());
+    if (!error.isEmpty()) return report(tr("Cannot export the needle grid"), error);
+    m_window->statusBar()->showMessage(tr("Wrote %1").arg(f), 5000);
+}
+
+}  // namespace kvlens::gui

@@ -1,0 +1,95 @@
+#pragma once
+// The File menu's work: session files (save, open, recent, autosave with a
+// restore offer after an unclean exit) and exports (figure, data, export
+// all, needle grid). Figures go through widgets/figure.h — the renderer
+// kvlens-cli uses — so the GUI and the CLI write the same pixels.
+// Messages go through a reporter that tests replace; the default shows a
+// non-modal message box, so nothing blocks and nothing is lost.
+#include <QObject>
+#include <QString>
+#include <QStringList>
+#include <QTimer>
+#include <functional>
+
+#include "app/gui/setting_value.h"
+#include "core/io/export_data.h"
+#include "core/io/session_file.h"
+
+class QMenu;
+
+namespace kvlens::ui {
+struct FigureView;
+}
+
+namespace kvlens::gui {
+
+class MainWindow;
+
+class FileActions : public QObject {
+    Q_OBJECT
+public:
+    static constexpr int kAutosaveDelayMs = 3000;
+    static constexpr int kMaxRecent = 8;
+    using Reporter = std::function<void(const QString& title, const QString& text)>;
+    using RestoreDecider = std::function<bool(const QString& autosaveFile)>;
+
+    explicit FileActions(MainWindow* window);
+    ~FileActions() override;
+
+    void addActions(QMenu* file);
+
+    // Each reports a failure through the reporter and returns false; opening
+    // changes nothing unless the whole session applies.
+    bool saveSession(const QString& file);
+    bool openSession(const QString& file);
+    QString currentFile() const { return m_current; }
+    QStringList recentSessions() const;
+
+    // Exports of the shown trace; an empty string on success, otherwise why not.
+    // `run`: a policy index of the trace (0 = full); -1: every run in one grid.
+    QString exportFigure(const QString& file, double scale, int run, bool status = false) const;
+    QString exportData(const QString& file, ExportTable table, int run) const;
+    // Every run at the selected layer/head, one file each (RUN_LLL_HHH.FMT,
+    // as kvlens-cli names them) plus grid.FMT for figure formats.
+    QString exportAll(const QString& folder, const QString& format, QStringList* written = nullptr) const;
+    QString exportNeedle(const QString& file, double scale) const;
+
+    // Autosave: after every edit (debounced), atomically, to autosaveFile().
+    QString autosaveFile() const { return m_autosaveFile; }
+    void setAutosaveFile(const QString& file) { m_autosaveFile = file; }
+    void setAutosaveDelay(int ms) { m_autosave.setInterval(ms); }
+    void scheduleAutosave();
+    bool autosaveNow();
+    // At start: offers the autosave when the last run did not exit cleanly
+    // (returns true when it was restored at once); then marks this run unclean.
+    bool startup();
+    void markCleanExit();
+
+    void setReporter(Reporter r) { m_report = std::move(r); }
+    void setRestoreDecider(RestoreDecider d) { m_restore = std::move(d); }
+
+Q_SIGNALS:
+    void autosaved(const QString& file);
+    void sessionOpened(const QString& file);
+
+private:
+    ui::FigureView figureView(int run) const;
+    void report(const QString& title, const QString& text) const;
+    void addRecent(const QString& file);
+    void rebuildRecent();
+    void chooseExportFigure();
+    void chooseExportData();
+    void chooseExportAll();
+    void chooseExportNeedle();
+    QString defaultFolder() const;
+
+    MainWindow* m_window;
+    Settings m_settings;
+    QTimer m_autosave;
+    QString m_autosaveFile, m_current;
+    QMenu* m_recentMenu = nullptr;
+    Reporter m_report;
+    RestoreDecider m_restore;
+};
+
+}  // namespace kvlens::gui

@@ -1,0 +1,332 @@
+// The File menu's work on the bundled model, through the main window:
+// figure/data/export-all files from the GUI, session save → open → the same
+// traces, corrupted / future-version / missing-model sessions reported
+// without a modal dialog, autosave and its restore after an unclean exit,
+// and kvlens-cli export writing the same PNG as the GUI's export.
+#include <QImage>
+#include <QProcess>
+#include <QSvgRenderer>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <cmath>
+#include <fstream>
+
+#include "app/gui/file_actions.h"
+#include "app/gui/main_window.h"
+#include "core/io/export_data.h"
+#include "core/io/session_file.h"
+#include "gui_test_main.h"
+#include "widgets/comparison_view.h"
+#include "widgets/prompt_editor.h"
+#include "widgets/transport_bar.h"
+
+using namespace kvlens;
+using kvlens::gui::Controller;
+using kvlens::gui::FileActions;
+using kvlens::gui::MainWindow;
+
+namespace {
+
+const char* const kPrompt = "The code for the red door is 4821. The cat sat on the mat and looked at the garden. "
+                            "The code for the red door is";
+
+bool complete(const MainWindow& w) {
+    const Controller* c = w.controller();
+    return c->modelReady() && !c->busy() && !c->history().empty() &&
+           static_cast<int>(c->history().size()) == w.transport()->decodeSteps() + 1;
+}
+
+SessionFile exampleSession() {
+    SessionFile s;
+    s.prompt = kPrompt;
+    s.policies = {"snapkv", "h2o"};
+    s.budget = "16";
+    s.decodeSteps = 3;
+    s.view.layer = 2;
+    s.view.head = 5;
+    s.view.colourScale = "power";
+    return s;
+}
+
+bool sameFloats(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+    return true;
+}
+
+// Tokens, every status and score of every policy, layer and KV head, and the attention maps.
+bool sameTraces(const Trace& a, const Trace& b, QString* why) {
+    if (a.tokens != b.tokens) return *why = QStringLiteral("tokens differ"), false;
+    if (a.policies.size() != b.policies.size()) return *why = QStringLiteral("policy count differs"), false;
+    for (size_t p = 0; p < a.policies.size(); ++p) {
+        if (a.policies[p].label != b.policies[p].label) return *why = QStringLiteral("labels differ"), false;
+        for (size_t l = 0; l < a.policies[p].layers.size(); ++l)
+            for (size_t h = 0; h < a.policies[p].layers[l].heads.size(); ++h) {
+                const HeadTrace &x = a.policies[p].layers[l].heads[h], &y = b.policies[p].layers[l].heads[h];
+                if (x.status != y.status || !sameFloats(x.score, y.score))
+                    return *why = QStringLiteral("policy %1 layer %2 head %3 differs").arg(p).arg(l).arg(h), false;
+            }
+    }
+    if (a.attention.size() != b.attention.size()) return *why = QStringLiteral("attention count differs"), false;
+    for (size_t i = 0; i < a.attention.size(); ++i)
+        if (!sameFloats(a.attention[i].values, b.attention[i].values))
+            return *why = QStringLiteral("attention %1 differs").arg(i), false;
+    return true;
+}
+
+struct Reported {
+    QStringList titles, texts;
+};
+
+// A window on the bundled model with its messages and autosave kept in `dir`.
+void prepare(MainWindow& w, const QTemporaryDir& dir, Reported* reported) {
+    w.files()->setReporter([reported](const QString& title, const QString& text) {
+        reported->titles << title;
+        reported->texts << text;
+    });
+    w.files()->setAutosaveFile(dir.filePath(QStringLiteral("autosave.kvlens.json")));
+    w.files()->setRestoreDecider([](const QString&) { return false; });
+}
+
+QString writeText(const QString& file, const std::string& text) {
+    std::ofstream(file.toStdString()) << text;
+    return file;
+}
+
+}  // namespace
+
+class FileActionsTest : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+
+    void sessionSaveOpenReproducesTraces() {
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        prepare(w, dir, &reported);
+        w.start(QString());
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        const QString file = dir.filePath(QStringLiteral("a.kvlens.json"));
+        QVERIFY(w.files()->openSession(writeText(file, sessionToJson(exampleSession()).dump())));
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().layer == 2, 60000);
+        QCOMPARE(w.comparison()->selectedHead(), int64_t{5});
+        const auto before = w.controller()->history().back();
+        QCOMPARE(before->policies.size(), size_t{3});
+        QCOMPARE(before->step, int64_t{3});
+
+        const QString saved = dir.filePath(QStringLiteral("saved.kvlens.json"));
+        QVERIFY(w.files()->saveSession(saved));
+        QCOMPARE(w.files()->recentSessions().value(0), QFileInfo(saved).absoluteFilePath());
+        const SessionFile s = loadSession(saved.toStdString());
+        QCOMPARE(s.prompt, std::string(kPrompt));
+        QCOMPARE(s.policies, (std::vector<std::string>{"snapkv", "h2o"}));
+        QCOMPARE(s.budget, std::string("16"));
+        QVERIFY(s.modelDir.empty());  // the bundled model
+        QVERIFY(!s.modelFingerprint.empty());
+
+        // Change everything, then open the saved session: the same traces.
+        w.promptEditor()->setText(QStringLiteral("something else entirely"));
+        w.comparison()->setSelection(0, 1);
+        w.controller()->setSelection(0, 1);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().layer == 0, 60000);
+        QVERIFY(w.files()->openSession(saved));
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().layer == 2 &&
+                                     w.controller()->lastRequest().prompt == QLatin1String(kPrompt),
+                                 60000);
+        QString why;
+        QVERIFY2(sameTraces(*before, *w.controller()->history().back(), &why), qPrintable(why));
+        QVERIFY(reported.texts.isEmpty());
+    }
+
+    void badSessionsReportAndChangeNothing() {
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        prepare(w, dir, &reported);
+        w.start(QString());
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        const QString prompt = w.promptEditor()->text();
+
+        QVERIFY(!w.files()->openSession(writeText(dir.filePath(QStringLiteral("bad.json")), "{\"format\": \"kvlens-se")));
+        QCOMPARE(reported.texts.size(), 1);
+        QVERIFY2(reported.texts[0].contains(QStringLiteral("bad.json")), qPrintable(reported.texts[0]));
+
+        nlohmann::json future = sessionToJson(exampleSession());
+        future["version"] = SessionFile::kVersion + 1;
+        QVERIFY(!w.files()->openSession(writeText(dir.filePath(QStringLiteral("future.json")), future.dump())));
+        QCOMPARE(reported.texts.size(), 2);
+        QVERIFY2(reported.texts[1].contains(QStringLiteral("version")) && reported.texts[1].contains(QStringLiteral("newer")),
+                 qPrintable(reported.texts[1]));
+
+        SessionFile missing = exampleSession();
+        missing.modelDir = "/nonexistent/model-dir";
+        QVERIFY(!w.files()->openSession(writeText(dir.filePath(QStringLiteral("missing.json")), sessionToJson(missing).dump())));
+        QCOMPARE(reported.texts.size(), 3);
+        QVERIFY2(reported.texts[2].contains(QStringLiteral("/nonexistent/model-dir")), qPrintable(reported.texts[2]));
+        QVERIFY(reported.titles.contains(QStringLiteral("Cannot open the session")));
+
+        QCOMPARE(w.promptEditor()->text(), prompt);  // nothing changed
+        QCOMPARE(w.files()->currentFile(), QString());
+    }
+
+    void exportsFromTheGuiAreValidAndRoundTrip() {
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        prepare(w, dir, &reported);
+        w.start(QString());
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        QVERIFY(w.files()->openSession(writeText(dir.filePath(QStringLiteral("s.json")), sessionToJson(exampleSession()).dump())));
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().layer == 2, 60000);
+        const auto trace = w.controller()->shownTrace();
+
+        const QString png = dir.filePath(QStringLiteral("f.png")), svg = dir.filePath(QStringLiteral("f.svg")),
+                      pdf = dir.filePath(QStringLiteral("f.pdf"));
+        QCOMPARE(w.files()->exportFigure(png, 2, 1), QString());
+        QCOMPARE(w.files()->exportFigure(svg, 2, 1), QString());
+        QCOMPARE(w.files()->exportFigure(pdf, 2, 1), QString());
+        QImage img(png);
+        QVERIFY(img.width() > 600 && img.height() > 600);
+        QVERIFY(img.pixel(img.width() / 2, img.height() / 2) != img.pixel(5, 5));
+        QSvgRenderer r(svg);
+        QVERIFY(r.isValid());
+        QFile sf(svg);
+        QVERIFY(sf.open(QIODevice::ReadOnly));
+        QVERIFY(sf.readAll().contains("snapkv"));
+        QFile pf(pdf);
+        QVERIFY(pf.open(QIODevice::ReadOnly));
+        const QByteArray pdfBytes = pf.readAll();
+        QVERIFY(pdfBytes.startsWith("%PDF") && pdfBytes.contains("/Type /Page"));
+        QCOMPARE(w.files()->exportFigure(dir.filePath(QStringLiteral("st.png")), 1, 1, true), QString());
+        QCOMPARE(w.files()->exportFigure(dir.filePath(QStringLiteral("all.png")), 1, -1), QString());
+
+        // Data: the attention JSON and the status CSV hold the trace's numbers.
+        const QString json = dir.filePath(QStringLiteral("a.json")), csv = dir.filePath(QStringLiteral("s.csv"));
+        QCOMPARE(w.files()->exportData(json, ExportTable::Attention, 1), QString());
+        QCOMPARE(w.files()->exportData(csv, ExportTable::Status, 1), QString());
+        std::ifstream in(json.toStdString());
+        const nlohmann::json j = nlohmann::json::parse(in);
+        QCOMPARE(j.at("format").get<std::string>(), std::string("kvlens-export"));
+        const auto& rows = j.at("rows");
+        const AttentionMap& map = trace->attention[1];
+        QCOMPARE(static_cast<int64_t>(rows.size()), map.size);
+        int compared = 0;
+        for (int64_t q = 0; q < map.size; ++q)
+            for (int64_t k = 0; k <= q; ++k) {
+                const auto& cell = rows[static_cast<size_t>(q)][static_cast<size_t>(2 + k)];  // position, token, keys…
+                const float v = map.at(q, k);
+                if (std::isnan(v)) {
+                    QVERIFY(cell.is_null());
+                } else {
+                    QVERIFY(std::abs(cell.get<double>() - v) <= 1e-6 * std::max(1.0f, std::abs(v)));
+                    ++compared;
+                }
+            }
+        QVERIFY(compared > 100);
+        QFile cf(csv);
+        QVERIFY(cf.open(QIODevice::ReadOnly));
+        const QStringList lines = QString::fromUtf8(cf.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        QCOMPARE(static_cast<size_t>(lines.size() - 1), trace->tokens.size());
+        const auto& head = trace->policies[1].layers[2].heads[5 / 4];
+        int evicted = 0;
+        for (size_t i = 0; i < head.status.size(); ++i) evicted += head.status[i] == TokenStatus::Evicted;
+        QCOMPARE(static_cast<int>(lines.filter(QRegularExpression(QStringLiteral(",\"?evicted\"?,"))).size()), evicted);
+
+        QStringList written;
+        QCOMPARE(w.files()->exportAll(dir.filePath(QStringLiteral("all")), QStringLiteral("png"), &written), QString());
+        QCOMPARE(written.size(), 4);  // full, snapkv, h2o and the grid
+        for (const char* name : {"full_L02_H05.png", "snapkv_L02_H05.png", "h2o_L02_H05.png", "grid.png"})
+            QVERIFY2(!QImage(dir.filePath(QStringLiteral("all/") + QLatin1String(name))).isNull(), name);
+        QVERIFY(reported.texts.isEmpty());
+    }
+
+    void cliExportIsTheSamePngAsTheGui() {
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        prepare(w, dir, &reported);
+        w.start(QString());
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        const QString session = writeText(dir.filePath(QStringLiteral("s.kvlens.json")), sessionToJson(exampleSession()).dump());
+        QVERIFY(w.files()->openSession(session));
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().layer == 2, 60000);
+        const QString gui = dir.filePath(QStringLiteral("gui.png")), cli = dir.filePath(QStringLiteral("cli.png"));
+        QCOMPARE(w.files()->exportFigure(gui, 1.5, 1), QString());
+
+        QProcess p;
+        p.start(QStringLiteral(KVLENS_CLI_PATH),
+                {QStringLiteral("export"), QStringLiteral("--session"), session, QStringLiteral("--show"),
+                 QStringLiteral("snapkv"), QStringLiteral("--scale"), QStringLiteral("1.5"), QStringLiteral("--out"), cli});
+        QVERIFY(p.waitForFinished(120000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        const QImage a = QImage(gui).convertToFormat(QImage::Format_RGB32),
+                     b = QImage(cli).convertToFormat(QImage::Format_RGB32);
+        QVERIFY(!a.isNull() && !b.isNull());
+        QCOMPARE(b.size(), a.size());
+        int maxDiff = 0, differing = 0;
+        for (int y = 0; y < a.height(); ++y)
+            for (int x = 0; x < a.width(); ++x) {
+                const QRgb u = a.pixel(x, y), v = b.pixel(x, y);
+                const int d = std::max({std::abs(qRed(u) - qRed(v)), std::abs(qGreen(u) - qGreen(v)),
+                                        std::abs(qBlue(u) - qBlue(v))});
+                maxDiff = std::max(maxDiff, d);
+                differing += d > 0;
+            }
+        qInfo("GUI vs CLI PNG %dx%d: max channel difference %d, %d pixels differ", a.width(), a.height(), maxDiff,
+              differing);
+        QVERIFY2(maxDiff <= 2, qPrintable(QString::number(maxDiff)));
+    }
+
+    void autosavesAndRestoresAfterAnUncleanExit() {
+        QTemporaryDir dir;
+        Reported reported;
+        const QString edited = QStringLiteral("the cat sat on the mat . the code for the blue door is 7 7 1 2 .");
+        {
+            MainWindow w;
+            prepare(w, dir, &reported);
+            w.files()->setAutosaveDelay(100);
+            w.start(QString());
+            QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+            QSignalSpy saved(w.files(), &FileActions::autosaved);
+            w.promptEditor()->setText(edited);
+            QTRY_VERIFY_WITH_TIMEOUT(saved.count() > 0 && complete(w), 60000);
+            QCOMPARE(loadSession(w.files()->autosaveFile().toStdString()).prompt, edited.toStdString());
+        }
+        // As if killed: the flag stays unclean, and the next start restores.
+        gui::Settings().cleanExit.set(false);
+        MainWindow w;
+        prepare(w, dir, &reported);
+        int asked = 0;
+        w.files()->setRestoreDecider([&asked](const QString&) { return ++asked, true; });
+        w.start(QString());
+        QCOMPARE(asked, 1);
+        QCOMPARE(w.promptEditor()->text(), edited);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt == edited, 60000);
+        QVERIFY(reported.texts.isEmpty());
+    }
+
+    void noRestoreOfferAfterACleanExit() {
+        QTemporaryDir dir;
+        Reported reported;
+        {
+            MainWindow w;
+            prepare(w, dir, &reported);
+            w.start(QString());
+            QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+            QVERIFY(w.files()->autosaveNow());
+        }
+        // The window's destructor marked a clean exit: no offer.
+        MainWindow w;
+        prepare(w, dir, &reported);
+        int asked = 0;
+        w.files()->setRestoreDecider([&asked](const QString&) { return ++asked, true; });
+        w.start(QString());
+        QCOMPARE(asked, 0);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+    }
+};
+
+KVLENS_GUI_TEST_MAIN(FileActionsTest)
+#include "file_actions_test.moc"
