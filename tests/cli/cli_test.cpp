@@ -194,3 +194,48 @@ TEST_F(CliTest, ExportWritesDataTablesAndRefusesWhatItCannot) {
     expectOneLineError("export --session " + quote((s_dir->path() / "none.json").string()) + " --out " + quote(csv.string()),
                        "cannot open the session file");
 }
+
+TEST_F(CliTest, ExportFiguresAndExportAll) {
+    const std::string base = "export --model " + quote(model()) + " --prompt-ids 3,1,4,1,5,9,2,6,5,3,5,8 --policy h2o --budget 6 --steps 2";
+    const fs::path png = s_dir->path() / "fig.png", svg = s_dir->path() / "fig.svg", pdf = s_dir->path() / "fig.pdf";
+    CliRun r = run(base + " --layer 1 --head 2 --scale 1 --out " + quote(png.string()));
+    if (r.code != 0 && r.err.find("built without") != std::string::npos)
+        GTEST_SKIP() << "this kvlens-cli has no figures (KVLENS_GUI=OFF): " << r.err;
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string bytes = slurp(png);
+    ASSERT_GT(bytes.size(), 24u);
+    EXPECT_EQ(bytes.substr(1, 3), "PNG");
+    auto be32 = [&](size_t at) {
+        uint32_t v = 0;
+        for (size_t i = 0; i < 4; ++i) v = v << 8 | static_cast<unsigned char>(bytes[at + i]);
+        return v;
+    };
+    EXPECT_GT(be32(16), 300u);  // IHDR width and height, in pixels at scale 1
+    EXPECT_GT(be32(20), 300u);
+    r = run(base + " --layer 1 --head 2 --colour-scale log --out " + quote(svg.string()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string s = slurp(svg);
+    EXPECT_NE(s.find("<svg"), std::string::npos);
+    EXPECT_NE(s.find("h2o"), std::string::npos);
+    EXPECT_NE(s.find("log scale"), std::string::npos);
+    r = run(base + " --table status --out " + quote(pdf.string()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string p = slurp(pdf);
+    EXPECT_EQ(p.substr(0, 5), "%PDF-");
+    EXPECT_NE(p.find("/Type /Page"), std::string::npos);
+
+    // Export all: every run × query head of layer 1, one file each plus the grid.
+    const fs::path dir = s_dir->path() / "all";
+    r = run(base + " --layer 1 --all-policies --all-heads --format svg --out " + quote(dir.string()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(fs::exists(dir / "full_L01_H00.svg"));
+    EXPECT_TRUE(fs::exists(dir / "h2o_L01_H01.svg"));
+    EXPECT_TRUE(fs::exists(dir / "grid.svg"));
+    const auto files = std::distance(fs::directory_iterator(dir), fs::directory_iterator());
+    EXPECT_EQ(files, std::count(r.out.begin(), r.out.end(), '\n'));  // it lists what it wrote
+    EXPECT_EQ((files - 1) % 2, 0);                                    // full and h2o for each head
+
+    expectOneLineError(base + " --all-layers --format bmp --out " + quote(dir.string()), "--format: 'bmp'");
+    expectOneLineError(base + " --table budgets --out " + quote(png.string()), "a figure shows --table attention or status");
+    expectOneLineError(base + " --colour-scale sqrt --out " + quote(png.string()), "--colour-scale: 'sqrt'");
+}
