@@ -46,6 +46,8 @@ Controller::Controller(QObject* parent) : QObject(parent), m_worker(new Worker) 
         m_needleCancel.reset();
         Q_EMIT needleFailed(message);
     });
+    connect(m_worker, &Worker::captureReady, this, &Controller::captureReady);
+    connect(m_worker, &Worker::capturesDone, this, &Controller::capturesDone);
     m_debounce.setSingleShot(true);
     connect(&m_debounce, &QTimer::timeout, this, &Controller::issue);
     m_thread.start();
@@ -123,16 +125,9 @@ void Controller::runNow() {
 void Controller::issue() {
     if (!m_modelReady) return;  // the run follows the load
     supersede();
-    RunRequest r;
+    RunRequest r = currentRequest();
     r.id = ++m_nextId;
     r.cancel = std::make_shared<std::atomic<bool>>(false);
-    r.prompt = m_prompt;
-    r.policies = m_policies;
-    r.budget = m_budget;
-    r.decodeSteps = m_decodeSteps;
-    r.teacherForced = m_teacherForced;
-    r.layer = m_layer;
-    r.head = m_head;
     m_cancel = r.cancel;
     m_currentRun = r.id;
     m_last = r;
@@ -141,6 +136,28 @@ void Controller::issue() {
     Worker* w = m_worker;
     QMetaObject::invokeMethod(m_worker, [w, r] { w->run(r); }, Qt::QueuedConnection);
     Q_EMIT runIssued(r.id);
+}
+
+RunRequest Controller::currentRequest() const {
+    RunRequest r;
+    r.prompt = m_prompt;
+    r.policies = m_policies;
+    r.budget = m_budget;
+    r.decodeSteps = m_decodeSteps;
+    r.teacherForced = m_teacherForced;
+    r.layer = m_layer;
+    r.head = m_head;
+    return r;
+}
+
+quint64 Controller::runCaptures(const std::vector<std::pair<int64_t, int64_t>>& pairs, int steps) {
+    const quint64 id = ++m_nextId;
+    RunRequest r = currentRequest();
+    r.id = id;
+    Worker* w = m_worker;
+    QMetaObject::invokeMethod(m_worker, [w, id, r, steps, pairs] { w->runCaptures(id, r, steps, pairs); },
+                              Qt::QueuedConnection);
+    return id;
 }
 
 void Controller::runNeedle(eval::NeedleGridOptions options) {

@@ -37,6 +37,10 @@ public:
     // only cancelNeedle(), a newer grid or a model load stop it.
     void runNeedle(eval::NeedleGridOptions options);
     void cancelNeedle();
+    // The current state once per (layer, query head) up to `steps` decode
+    // steps (export every layer × head); results come as captureReady and
+    // capturesDone with the returned id. Runs queued meanwhile wait.
+    quint64 runCaptures(const std::vector<std::pair<int64_t, int64_t>>& pairs, int steps);
     bool needleRunning() const { return m_needleCancel != nullptr; }
 
     bool modelReady() const { return m_modelReady; }
@@ -71,8 +75,11 @@ Q_SIGNALS:
     void needleProgress(qint64 done, qint64 total);
     void needleReady(const std::shared_ptr<const kvlens::eval::NeedleGridResult>& result);
     void needleFailed(const QString& message);  // empty: cancelled
+    void captureReady(quint64 id, qint64 layer, qint64 head, const std::shared_ptr<const kvlens::Trace>& trace);
+    void capturesDone(quint64 id, const QString& error);
 
 private:
+    RunRequest currentRequest() const;
     void schedule(int delayMs);
     void issue();
     void supersede();

@@ -81,6 +81,8 @@ FileActions::FileActions(MainWindow* window) : QObject(window), m_window(window)
     m_autosave.setSingleShot(true);
     m_autosave.setInterval(kAutosaveDelayMs);
     connect(&m_autosave, &QTimer::timeout, this, [this] { autosaveNow(); });
+    connect(window->controller(), &Controller::captureReady, this, &FileActions::acceptCapture);
+    connect(window->controller(), &Controller::capturesDone, this, &FileActions::finishCaptures);
 }
 
 FileActions::~FileActions() = default;
@@ -127,6 +129,7 @@ void FileActions::addActions(QMenu* file) {
     add(tr("&Export figure…"), QKeySequence(QStringLiteral("Ctrl+Shift+E")), [this] { chooseExportFigure(); });
     add(tr("Export &data…"), QKeySequence(), [this] { chooseExportData(); });
     add(tr("Export &all runs…"), QKeySequence(), [this] { chooseExportAll(); });
+    add(tr("Export every &layer × head…"), QKeySequence(), [this] { chooseExportLayersHeads(); });
     add(tr("Export &needle grid…"), QKeySequence(), [this] { chooseExportNeedle(); });
 }
 
@@ -346,6 +349,101 @@ QString FileActions::exportNeedle(const QString& file, double scale) const {
                                view->paint(p, a.adjusted(4, 24, -4, -4).toRect());
                            },
                            title);
+}
+
+void FileActions::exportLayersHeads(const QString& folder, const QString& format, int run, bool allHeads) {
+    const auto trace = m_window->controller()->shownTrace();
+    if (!trace) return Q_EMIT exportFinished(tr("nothing to export yet: no run has finished"), {});
+    if (run < 0 || run >= static_cast<int>(trace->policies.size()))
+        return Q_EMIT exportFinished(tr("no run %1 in the trace").arg(run), {});
+    if (!QDir().mkpath(folder)) return Q_EMIT exportFinished(tr("cannot create the folder %1").arg(folder), {});
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    for (int64_t l = 0; l < trace->numLayers; ++l) {
+        if (!allHeads) pairs.emplace_back(l, m_window->comparison()->selectedHead());
+        for (int64_t h = 0; allHeads && h < trace->numHeads; ++h) pairs.emplace_back(l, h);
+    }
+    m_capture = Captures{};
+    m_capture.folder = folder;
+    m_capture.format = format.startsWith(QLatin1Char('.')) ? format.mid(1).toLower() : format.toLower();
+    m_capture.run = run;
+    m_capture.columns = allHeads ? static_cast<int>(trace->numHeads) : static_cast<int>(trace->numLayers);
+    m_capture.id = m_window->controller()->runCaptures(pairs, m_window->controller()->shownStep());
+}
+
+void FileActions::acceptCapture(quint64 id, qint64 layer, qint64 head, const std::shared_ptr<const Trace>& trace) {
+    if (id != m_capture.id || !m_capture.error.isEmpty()) return;
+    ui::FigureView v = figureView(m_capture.run);
+    v.trace = trace;
+    v.layer = layer;
+    v.head = head;
+    const std::string ext = "." + m_capture.format.toStdString();
+    const QString file = QDir(m_capture.folder).filePath(QString::fromStdString(
+        exportFileName(exportRunNames(*trace)[static_cast<size_t>(m_capture.run)], layer, head, ext)));
+    QString error;
+    if (ui::isFigureFile(file)) {
+        error = ui::writeFigure(file, ui::attentionFigureSize(v), m_settings.exportScale.get(),
+                                [&v](QPainter& p, const QRectF& a) { ui::paintAttentionFigure(p, a, v); }, ui::figureTitle(v));
+    } else {
+        try {
+            if (m_capture.format == QLatin1String("npy")) {
+                writeAttentionNpy(file.toStdString(), *trace, static_cast<size_t>(m_capture.run));
+            } else {
+                const ExportSelection sel{static_cast<size_t>(m_capture.run), layer, 0};
+                const std::string text = m_capture.format == QLatin1String("csv")
+                                             ? exportCsv(*trace, ExportTable::Attention, sel)
+                                             : exportJson(*trace, ExportTable::Attention, sel).dump(1) + "\n";
+                std::ofstream out(file.toStdString());
+                if (!out || !(out << text)) error = tr("cannot write %1").arg(file);
+            }
+        } catch (const std::exception& e) {
+            error = QString::fromStdString(e.what());
+        }
+    }
+    if (!error.isEmpty()) m_capture.error = error;
+    m_capture.written << file;
+    m_capture.panels.push_back(v);
+}
+
+void FileActions::finishCaptures(quint64 id, const QString& error) {
+    if (id != m_capture.id) return;
+    Captures c = std::move(m_capture);
+    m_capture = Captures{};
+    if (c.error.isEmpty()) c.error = error;
+    if (c.error.isEmpty() && ui::isFigureFile(QStringLiteral("x.") + c.format) && !c.panels.empty()) {
+        const ui::FigureView& v = c.panels.front();
+        const QString grid = QDir(c.folder).filePath(QStringLiteral("grid.") + c.format);
+        const QString title = tr("%1 · %2 · step %3")
+                                  .arg(v.model, QString::fromStdString(v.trace->policies[static_cast<size_t>(c.run)].label))
+                                  .arg(v.trace->step);
+        c.error = ui::writeFigure(grid, ui::gridFigureSize(static_cast<int>(c.panels.size()), c.columns),
+                                  m_settings.exportScale.get(),
+                                  [&](QPainter& p, const QRectF& a) { ui::paintGridFigure(p, a, c.panels, c.columns, title); },
+                                  title);
+        if (c.error.isEmpty()) c.written << grid;
+    }
+    if (!c.error.isEmpty()) report(tr("Cannot export"), c.error);
+    else m_window->statusBar()->showMessage(tr("Wrote %1 files into %2").arg(c.written.size()).arg(c.folder), 5000);
+    Q_EMIT exportFinished(c.error, c.written);
+}
+
+void FileActions::chooseExportLayersHeads() {
+    const auto trace = m_window->controller()->shownTrace();
+    if (!trace) return report(tr("Export"), tr("Nothing to export yet: no run has finished."));
+    QStringList runs;
+    for (const auto& p : trace->policies) runs << QString::fromStdString(p.label);
+    bool ok = false;
+    const QString run = QInputDialog::getItem(m_window, tr("Export every layer × head"), tr("run"), runs,
+                                              runs.size() > 1 ? 1 : 0, false, &ok);
+    if (!ok) return;
+    const QString format = QInputDialog::getItem(m_window, tr("Export every layer × head"), tr("format"),
+                                                 {QStringLiteral("png"), QStringLiteral("svg"), QStringLiteral("pdf"),
+                                                  QStringLiteral("csv"), QStringLiteral("json"), QStringLiteral("npy")},
+                                                 0, false, &ok);
+    if (!ok) return;
+    const QString folder = QFileDialog::getExistingDirectory(m_window, tr("Export into"), defaultFolder());
+    if (folder.isEmpty()) return;
+    m_window->statusBar()->showMessage(tr("Running every layer × head…"));
+    exportLayersHeads(folder, format, static_cast<int>(runs.indexOf(run)), true);
 }
 
 void FileActions::chooseExportFigure() {

@@ -14,12 +14,9 @@
 #include "app/gui/setting_value.h"
 #include "core/io/export_data.h"
 #include "core/io/session_file.h"
+#include "widgets/figure.h"
 
 class QMenu;
-
-namespace kvlens::ui {
-struct FigureView;
-}
 
 namespace kvlens::gui {
 
@@ -53,6 +50,11 @@ public:
     // as kvlens-cli names them) plus grid.FMT for figure formats.
     QString exportAll(const QString& folder, const QString& format, QStringList* written = nullptr) const;
     QString exportNeedle(const QString& file, double scale) const;
+    // Run `run` at every layer × query head (allHeads) or every layer at the
+    // selected head, at the shown step: the worker re-runs the prompt once
+    // per pair (a trace captures one), files are written as they arrive
+    // (RUN_LLL_HHH.FMT and grid.FMT); exportFinished says when and how it ended.
+    void exportLayersHeads(const QString& folder, const QString& format, int run, bool allHeads);
 
     // Autosave: after every edit (debounced), atomically, to autosaveFile().
     QString autosaveFile() const { return m_autosaveFile; }
@@ -71,6 +73,7 @@ public:
 Q_SIGNALS:
     void autosaved(const QString& file);
     void sessionOpened(const QString& file);
+    void exportFinished(const QString& error, const QStringList& files);
 
 private:
     ui::FigureView figureView(int run) const;
@@ -83,6 +86,18 @@ private:
     void chooseExportNeedle();
     QString defaultFolder() const;
 
+    void chooseExportLayersHeads();
+    void acceptCapture(quint64 id, qint64 layer, qint64 head, const std::shared_ptr<const Trace>& trace);
+    void finishCaptures(quint64 id, const QString& error);
+
+    struct Captures {
+        quint64 id = 0;
+        QString folder, format, error;
+        int run = 0, columns = 0;
+        std::vector<ui::FigureView> panels;
+        QStringList written;
+    };
+    Captures m_capture;
     MainWindow* m_window;
     Settings m_settings;
     QTimer m_autosave;

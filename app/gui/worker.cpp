@@ -51,14 +51,7 @@ void Worker::run(const RunRequest& r) {
     QElapsedTimer timer;
     timer.start();
     try {
-        SessionOptions so;
-        for (int32_t t : m_tokenizer->encode(r.prompt.toStdString(), true)) so.prompt.push_back(t);
-        so.policies = r.policies;
-        so.budget = r.budget;
-        so.tokenizer = m_tokenizer;
-        so.teacherForced = r.teacherForced;
-        so.attention = {true, r.layer, r.head};
-        Session session(m_model, so);
+        Session session(m_model, optionsFor(r));
         session.setCancelFlag(r.cancel.get());
         Q_EMIT traceReady(r.id, session.start());
         const double promptMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;
@@ -68,6 +61,37 @@ void Worker::run(const RunRequest& r) {
         // A newer request superseded this one; it is already queued.
     } catch (const std::exception& e) {
         Q_EMIT runFailed(r.id, QString::fromStdString(e.what()));
+    }
+}
+
+SessionOptions Worker::optionsFor(const RunRequest& r) const {
+    SessionOptions so;
+    for (int32_t t : m_tokenizer->encode(r.prompt.toStdString(), true)) so.prompt.push_back(t);
+    so.policies = r.policies;
+    so.budget = r.budget;
+    so.tokenizer = m_tokenizer;
+    so.teacherForced = r.teacherForced;
+    so.attention = {true, r.layer, r.head};
+    return so;
+}
+
+void Worker::runCaptures(quint64 id, const RunRequest& r, int steps, const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+    if (!m_model || !m_tokenizer) {
+        Q_EMIT capturesDone(id, tr("no model is loaded"));
+        return;
+    }
+    try {
+        for (const auto& [layer, head] : pairs) {
+            SessionOptions so = optionsFor(r);
+            so.attention = {true, layer, head};
+            Session session(m_model, so);
+            std::shared_ptr<const Trace> trace = session.start();
+            for (int s = 0; s < steps; ++s) trace = session.step();
+            Q_EMIT captureReady(id, layer, head, trace);
+        }
+        Q_EMIT capturesDone(id, QString());
+    } catch (const std::exception& e) {
+        Q_EMIT capturesDone(id, QString::fromStdString(e.what()));
     }
 }
 

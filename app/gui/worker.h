@@ -7,9 +7,11 @@
 #include <QString>
 #include <atomic>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "app/gui/metatypes.h"
+#include "core/run/session.h"
 
 namespace kvlens {
 class Model;
@@ -38,6 +40,9 @@ public:
     void load(quint64 id, const QString& dir, const RunSettings& settings);
     void run(const RunRequest& request);
     void runNeedle(quint64 id, const eval::NeedleGridOptions& options, std::shared_ptr<std::atomic<bool>> cancel);
+    // The request once per (layer, query head), up to `steps` decode steps,
+    // each capturing that pair's attention (export every layer × head).
+    void runCaptures(quint64 id, const RunRequest& request, int steps, const std::vector<std::pair<int64_t, int64_t>>& pairs);
 
 Q_SIGNALS:
     void loadProgress(quint64 id, int percent, const QString& stage);
@@ -51,8 +56,12 @@ Q_SIGNALS:
     void needleProgress(quint64 id, qint64 done, qint64 total);
     void needleReady(quint64 id, const std::shared_ptr<const kvlens::eval::NeedleGridResult>& result);
     void needleFailed(quint64 id, const QString& message);  // empty message: cancelled
+    void captureReady(quint64 id, qint64 layer, qint64 head, const std::shared_ptr<const kvlens::Trace>& trace);
+    void capturesDone(quint64 id, const QString& error);  // empty: every pair was delivered
 
 private:
+    SessionOptions optionsFor(const RunRequest& r) const;
+
     std::shared_ptr<const Model> m_model;
     std::shared_ptr<const Tokenizer> m_tokenizer;
 };

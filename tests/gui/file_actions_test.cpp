@@ -240,6 +240,17 @@ private Q_SLOTS:
         for (const char* name : {"full_L02_H05.png", "snapkv_L02_H05.png", "h2o_L02_H05.png", "grid.png"})
             QVERIFY2(!QImage(dir.filePath(QStringLiteral("all/") + QLatin1String(name))).isNull(), name);
         QVERIFY(reported.texts.isEmpty());
+
+        // Every layer × head of snapkv, re-run by the worker: 4 × 8 files and the grid.
+        QSignalSpy finished(w.files(), &FileActions::exportFinished);
+        w.files()->exportLayersHeads(dir.filePath(QStringLiteral("heads")), QStringLiteral("png"), 1, true);
+        QVERIFY(finished.wait(120000));
+        QCOMPARE(finished.last().at(0).toString(), QString());
+        QCOMPARE(finished.last().at(1).toStringList().size(), 4 * 8 + 1);
+        const QImage l3h7(dir.filePath(QStringLiteral("heads/snapkv_L03_H07.png")));
+        QVERIFY(!l3h7.isNull());
+        QVERIFY(l3h7 != QImage(dir.filePath(QStringLiteral("heads/snapkv_L00_H00.png"))));
+        QVERIFY(!QImage(dir.filePath(QStringLiteral("heads/grid.png"))).isNull());
     }
 
     void cliExportIsTheSamePngAsTheGui() {
