@@ -65,6 +65,11 @@ fi
 # tree, so that nothing can come from there.
 cd "$work"
 unset KVLENS_RESOURCES
+# A home of its own: no settings, recent files or autosaves of the user's are
+# read or written.
+mkdir -m 700 "$work/home" "$work/xdg"
+export HOME="$work/home" XDG_CONFIG_HOME="$work/home/.config" XDG_DATA_HOME="$work/home/.local/share" \
+       XDG_CACHE_HOME="$work/home/.cache" XDG_RUNTIME_DIR="$work/xdg"
 hide=()
 where="source tree present"
 if unshare -m sh -c 'mount -t tmpfs kvlens-hidden "$0"' "$src" 2>/dev/null; then
@@ -82,6 +87,14 @@ if "${hide[@]}" /usr/bin/kvlens-cli generate --steps 8 --threads 2 --prompt 'the
   ok "kvlens-cli generate: $(tr '\n' ' ' < "$work/generate.txt" | cut -c1-120)"
 else
   cat "$work/generate.txt"; fail "kvlens-cli generate"
+fi
+if [[ $gui -eq 1 ]]; then  # a GUI build's kvlens-cli renders figures offscreen
+  if "${hide[@]}" /usr/bin/kvlens-cli export --prompt 'the code for the red door is 4821. the code for the red door is' \
+       --policy h2o --budget 8 --out "$work/heatmap.png" >"$work/export.txt" 2>&1 && [[ -s "$work/heatmap.png" ]]; then
+    ok "kvlens-cli export: a $(du -h "$work/heatmap.png" | cut -f1) PNG heatmap"
+  else
+    cat "$work/export.txt"; fail "kvlens-cli export --out heatmap.png"
+  fi
 fi
 pages=(kvlens-cli.1.gz)
 dpkg -L kvlens | grep -qx /usr/bin/kvlens && pages+=(kvlens.1.gz)
@@ -110,9 +123,8 @@ if [[ $gui -eq 1 ]]; then
   else
     launch=(env QT_QPA_PLATFORM=offscreen)
   fi
-  mkdir -m 700 "$work/xdg"
   start=$(date +%s)
-  if XDG_RUNTIME_DIR="$work/xdg" timeout 150 "${hide[@]}" "${launch[@]}" /usr/bin/kvlens --screenshot "$shot" \
+  if timeout 150 "${hide[@]}" "${launch[@]}" /usr/bin/kvlens --screenshot "$shot" \
        >"$work/gui.txt" 2>&1 && [[ -s "$shot" ]] && ! grep -qiE 'error|critical|fatal|abort' "$work/gui.txt"; then
     ok "kvlens started (${launch[0]}, $where), ran the example and saved a $(du -h "$shot" | cut -f1) screenshot in $(( $(date +%s) - start )) s"
     [[ -n "${KVLENS_SCREENSHOT:-}" ]] && cp "$shot" "$KVLENS_SCREENSHOT"
