@@ -18,6 +18,7 @@ public:
     explicit NeedleView(QWidget* parent = nullptr);
 
     void setResult(std::shared_ptr<const eval::NeedleGridResult> result);
+    const std::shared_ptr<const eval::NeedleGridResult>& result() const { return m_result; }
     void setMetric(Metric metric);
     int panelCount() const { return static_cast<int>(m_panels.size()); }
     QString panelTitle(int panel) const;

@@ -20,6 +20,7 @@
 #include "app/gui/main_window.h"
 #include "core/error.h"
 #include "core/io/export_names.h"
+#include "core/io/needle_io.h"
 #include "widgets/comparison_view.h"
 #include "widgets/figure.h"
 #include "widgets/needle_panel.h"
@@ -330,7 +331,15 @@ QString FileActions::exportAll(const QString& folder, const QString& format, QSt
 
 QString FileActions::exportNeedle(const QString& file, double scale) const {
     const ui::NeedleView* view = m_window->needlePanel()->view();
-    if (view->panelCount() == 0) return tr("no needle grid yet: run one in the Needle dock");
+    if (view->panelCount() == 0 || !view->result()) return tr("no needle grid yet: run one in the Needle dock");
+    // The grid's data (kvlens-needle JSON, CSV), as `kvlens-cli needle` writes it.
+    const QString suffix = QFileInfo(file).suffix().toLower();
+    if (suffix == QLatin1String("json") || suffix == QLatin1String("csv")) {
+        const std::string text = suffix == QLatin1String("csv") ? needleGridToCsv(*view->result())
+                                                                 : needleGridToJson(*view->result()).dump(1) + "\n";
+        std::ofstream out(file.toStdString());
+        return out && (out << text) ? QString() : tr("cannot write %1").arg(file);
+    }
     const QString title = tr("%1 · needle retrieval: context × depth")
                               .arg(modelName(m_window->controller()->model().directory));
     const QSizeF size(std::max(360, 220 * std::min(view->panelCount(), 4)),
@@ -498,7 +507,7 @@ void FileActions::chooseExportAll() {
 
 void FileActions::chooseExportNeedle() {
     const QString f = QFileDialog::getSaveFileName(m_window, tr("Export needle grid"), defaultFolder() + QStringLiteral("/needle.png"),
-                                                   tr("PNG image (*.png);;SVG vector image (*.svg);;PDF document (*.pdf)"));
+                                                   tr("PNG image (*.png);;SVG vector image (*.svg);;PDF document (*.pdf);;JSON (*.json);;CSV (*.csv)"));
     if (f.isEmpty()) return;
     const QString error = exportNeedle(f, m_settings.exportScale.get());
     if (!error.isEmpty()) return report(tr("Cannot export the needle grid"), error);

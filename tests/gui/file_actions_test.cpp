@@ -10,13 +10,16 @@
 #include <QtTest>
 #include <cmath>
 #include <fstream>
+#include <set>
 
 #include "app/gui/file_actions.h"
 #include "app/gui/main_window.h"
 #include "core/io/export_data.h"
+#include "core/io/needle_io.h"
 #include "core/io/session_file.h"
 #include "gui_test_main.h"
 #include "widgets/comparison_view.h"
+#include "widgets/needle_panel.h"
 #include "widgets/prompt_editor.h"
 #include "widgets/transport_bar.h"
 
@@ -251,6 +254,44 @@ private Q_SLOTS:
         QVERIFY(!l3h7.isNull());
         QVERIFY(l3h7 != QImage(dir.filePath(QStringLiteral("heads/snapkv_L00_H00.png"))));
         QVERIFY(!QImage(dir.filePath(QStringLiteral("heads/grid.png"))).isNull());
+    }
+
+    void needleGridExportsAsAFigureAndData() {
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        prepare(w, dir, &reported);
+        QVERIFY(!w.files()->exportNeedle(dir.filePath(QStringLiteral("n.png")), 1).isEmpty());  // no grid yet
+        auto grid = std::make_shared<eval::NeedleGridResult>();
+        grid->model = "kvlens-tiny";
+        for (int64_t context : {256, 512})
+            for (double depth : {0.0, 0.5, 1.0})
+                for (const char* policy : {"full", "streaming"}) {
+                    eval::NeedleCell c;
+                    c.context = context;
+                    c.depth = depth;
+                    c.policy = policy;
+                    c.budget = std::string(policy) == "full" ? "-" : "32";
+                    c.exact = std::string(policy) == "full" || depth > 0.4 ? 1.0 : 0.0;
+                    c.overlap = c.exact;
+                    grid->cells.push_back(c);
+                }
+        w.needlePanel()->setResult(grid);
+        const QString png = dir.filePath(QStringLiteral("n.png")), pdf = dir.filePath(QStringLiteral("n.pdf")),
+                      json = dir.filePath(QStringLiteral("n.json"));
+        QCOMPARE(w.files()->exportNeedle(png, 2), QString());
+        QCOMPARE(w.files()->exportNeedle(pdf, 2), QString());
+        QCOMPARE(w.files()->exportNeedle(json, 2), QString());
+        const QImage img(png);
+        QVERIFY(!img.isNull() && img.width() >= 700);
+        std::set<QRgb> colours;
+        for (int y = 0; y < img.height(); y += 3)
+            for (int x = 0; x < img.width(); x += 3) colours.insert(img.pixel(x, y));
+        QVERIFY(colours.size() > 10);
+        QFile pf(pdf);
+        QVERIFY(pf.open(QIODevice::ReadOnly) && pf.readAll().contains("/Type /Page"));
+        std::ifstream in(json.toStdString());
+        QCOMPARE(needleGridFromJson(nlohmann::json::parse(in)).cells.size(), grid->cells.size());
     }
 
     void cliExportIsTheSamePngAsTheGui() {
