@@ -17,6 +17,13 @@
 
 namespace kvlens {
 
+// Which keys a query sees when a positional policy (window, streaming) reads
+// online: key p is visible to query q (p <= q) when p < sinks or
+// p >= q - window.
+struct PositionBand {
+    int64_t sinks = 0, window = 0;
+};
+
 class Rope;
 
 struct CacheOptions {

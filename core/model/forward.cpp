@@ -33,12 +33,25 @@ struct AttentionInput {
     at::Tensor keyPositions;      // [Hkv, S] true positions (sliding window only), or undefined
     int64_t firstQueryPosition;   // true position of q[:, 0]
     std::optional<int64_t> slidingWindow;
+    const PositionBand* band = nullptr;  // a positional policy's visibility (ForwardOptions::band)
 };
+
+// A positional policy's band over the true positions: causal, and key p
+// visible to query q when p < sinks or p >= q - window; padding invisible.
+at::Tensor bandMask(const AttentionInput& in, int64_t n, int64_t S) {
+    auto longs = at::TensorOptions().dtype(at::kLong).device(in.q.device());
+    const at::Tensor qpos = at::arange(n, longs).add_(in.firstQueryPosition).view({1, n, 1});
+    const at::Tensor kpos = in.keyPositions.narrow(1, 0, S).unsqueeze(1);  // [Hkv, 1, S]
+    at::Tensor allowed = (kpos >= 0) & (kpos <= qpos) & ((kpos < in.band->sinks) | (kpos >= qpos - in.band->window));
+    if (in.kv.valid.defined()) allowed = allowed & in.kv.valid.narrow(1, 0, S).unsqueeze(1);
+    return allowed;
+}
 
 // Which (query, key) pairs may attend: [Hkv or 1, n, S] bool, or undefined
 // when all may (a decode step over a dense cache).
 at::Tensor attentionMask(const AttentionInput& in, int64_t n, int64_t S) {
     const bool window = in.slidingWindow && in.firstQueryPosition + n > *in.slidingWindow;
+    if (in.band) return bandMask(in, n, S);
     if (n == 1 && !in.kv.valid.defined() && !window) return at::Tensor();
     auto opts = at::TensorOptions().device(in.q.device());
     if (n == 1) {
@@ -125,7 +138,8 @@ ForwardResult Model::forward(const std::vector<int64_t>& tokens, KvCache& cache,
             k = m->rope->apply(k, rpos);
         }
         AttentionInput in{q, cache.append(l, k, v), at::Tensor(), pos0, c.slidingWindow};
-        if (c.slidingWindow && pos0 + n > *c.slidingWindow) in.keyPositions = cache.positionTensor(l);
+        if (!opt.band.empty()) in.band = &opt.band.at(static_cast<size_t>(l));
+        if ((c.slidingWindow && pos0 + n > *c.slidingWindow) || in.band) in.keyPositions = cache.positionTensor(l);
         at::Tensor probs;
         const bool keep = wantsCapture(opt, l);
         at::Tensor o = attend(in, keep || opt.observer ? &probs : nullptr);  // [Hq, n, D]

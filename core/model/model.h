@@ -33,6 +33,9 @@ struct ForwardOptions {
     bool captureAttention = false;
     std::vector<int64_t> captureLayers;  // empty = every layer (when capturing)
     bool lastLogitsOnly = false;         // [1, V] instead of [n, V]: prompts × large vocabularies are big
+    // Per layer (empty: none): query q sees key p only when p < sinks or
+    // p >= q - window, as a window/streaming policy read online would.
+    std::vector<PositionBand> band;
 };
 
 struct ForwardResult {

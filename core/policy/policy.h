@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cache/kv_cache.h"
 #include "core/policy/policy_info.h"
 
 namespace kvlens {
@@ -81,6 +82,13 @@ public:
     virtual Plan plan(const LayerState& state) = 0;
     // The cache applied plan.keep for `layer`: realign per-entry state.
     virtual void applied(int64_t layer, const std::vector<std::vector<int64_t>>& keep) { (void)layer, (void)keep; }
+
+    // Policies whose kept set depends on positions alone (window,
+    // streaming) name it as a band for a layer budget: read online, the
+    // query at position q sees the keys p <= q with p < sinks or
+    // p >= q - window. Then a prompt can be read in one batch under that
+    // mask with the same result (POLICIES.md allows it).
+    virtual bool positionalBand(int64_t budget, PositionBand* band) const { return (void)budget, (void)band, false; }
 
 protected:
     Policy(const PolicyInfo& info, PolicyConfig config) : m_info(&info), m_config(std::move(config)) {}

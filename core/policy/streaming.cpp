@@ -13,6 +13,11 @@ class StreamingPolicy : public ScorerPolicy {
 public:
     StreamingPolicy(const PolicyInfo& info, PolicyConfig config)
         : ScorerPolicy(info, std::move(config)), m_sinks(this->config().getInt("sinks")) {}
+    bool positionalBand(int64_t budget, PositionBand* band) const override {
+        const int64_t B = std::max<int64_t>(0, budget), sinks = std::min(m_sinks, B);
+        *band = {sinks, B - sinks};
+        return true;
+    }
 
 protected:
     at::Tensor score(const LayerState&) override { return {}; }

@@ -1,5 +1,7 @@
 // Sliding window / FIFO: the whole budget is the protected window, so the
 // last B entries stay and no score is involved.
+#include <algorithm>
+
 #include "core/policy/policies.h"
 #include "core/policy/scorer.h"
 
@@ -9,6 +11,10 @@ namespace {
 class WindowPolicy : public ScorerPolicy {
 public:
     using ScorerPolicy::ScorerPolicy;
+    bool positionalBand(int64_t budget, PositionBand* band) const override {
+        *band = {0, std::max<int64_t>(0, budget)};
+        return true;
+    }
 
 protected:
     at::Tensor score(const LayerState&) override { return {}; }

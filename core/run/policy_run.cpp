@@ -106,7 +106,8 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
         for (int64_t i = 0; i < n; ++i) {
             std::vector<float> row(static_cast<size_t>(positions[i] + 1), kNoScore);
             for (size_t e = 0; e < pos.size(); ++e)
-                if (pos[e] <= positions[i]) row[pos[e]] = p[i * L + static_cast<int64_t>(e)];
+                if (pos[e] <= positions[i] && bandShows(layer, pos[e], positions[i]))
+                    row[pos[e]] = p[i * L + static_cast<int64_t>(e)];
             if (static_cast<int64_t>(m_rows.size()) <= positions[i]) m_rows.resize(positions[i] + 1);
             m_rows[positions[i]] = std::move(row);
         }
@@ -126,6 +127,7 @@ void PolicyRun::forward(const std::vector<int64_t>& tokens) {
         }
     ForwardOptions fo;
     fo.lastLogitsOnly = true;
+    fo.band = m_band;
     fo.observer = [&](int64_t layer, const LayerCapture& cap) { observeLayer(layer, cap, positions); };
     m_logits = m_model.forward(tokens, m_cache, fo).logits[0];
     m_sinceTrim += static_cast<int64_t>(tokens.size());
@@ -194,6 +196,13 @@ void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::functi
     if (!m_policy || m_config.schedule == Schedule::PrefillOnce) {
         forward(prompt);
         if (m_policy && m_budgets.compress) trim();
+    } else if (std::vector<PositionBand> band = prefillBand(); !band.empty()) {
+        // Window/streaming: online reading keeps a band of positions, so one
+        // batch under the band's mask, then one trim, gives the same cache.
+        m_band = band;
+        forward(prompt);
+        m_band.clear();
+        trim();
     } else {
         // Online from the first token. While no layer exceeds its budget no
         // trim can happen, so that prefix is read in one batch (identical result).
@@ -208,6 +217,20 @@ void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::functi
         }
     }
     m_promptDone = true;
+}
+
+std::vector<PositionBand> PolicyRun::prefillBand() const {
+    if (!m_policy || m_config.schedule != Schedule::EveryStep || m_cache.rerotate() || m_cache.seqLen() != 0) return {};
+    std::vector<PositionBand> band(m_budgets.perLayer.size());
+    for (size_t l = 0; l < band.size(); ++l)
+        if (!m_policy->positionalBand(m_budgets.perLayer[l], &band[l])) return {};
+    return band;
+}
+
+bool PolicyRun::bandShows(int64_t layer, int64_t key, int64_t query) const {
+    if (m_band.empty()) return true;
+    const PositionBand& b = m_band[static_cast<size_t>(layer)];
+    return key < b.sinks || key >= query - b.window;
 }
 
 void PolicyRun::readToken(int64_t token) {

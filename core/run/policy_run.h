@@ -70,6 +70,10 @@ private:
     bool trimDue() const;
     void trim();
     void record(int64_t layer, std::vector<std::vector<int64_t>> positionsBefore, Plan plan);
+    // Per layer, the band a positional policy keeps when it reads the prompt
+    // online (empty when the prompt must be read token by token).
+    std::vector<PositionBand> prefillBand() const;
+    bool bandShows(int64_t layer, int64_t key, int64_t query) const;
     LayerState state(int64_t layer, int64_t seqLen) const;
     static void describeHeld(const LastPlan& last, size_t head, HeadTrace& out);
 
@@ -81,6 +85,7 @@ private:
     int64_t m_promptLength = 0;
     int64_t m_sinceTrim = 0;           // tokens read since the last trim (every_n)
     bool m_promptDone = false;
+    std::vector<PositionBand> m_band;  // in force while a prompt is read in one banded batch
     CaptureTarget m_capture;
     at::Tensor m_logits;
     std::vector<at::Tensor> m_lastOutputs, m_lastAttention;

@@ -2,6 +2,7 @@
 // attention capture, cancellation and bad options.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -131,4 +132,41 @@ TEST(Session, BadOptionsAreArgumentErrors) {
     so.prompt.push_back(100000);
     EXPECT_THROW(Session(tinyModel(), so), ArgumentError);
     EXPECT_THROW(parsePolicySpec("nosuch"), ArgumentError);
+}
+
+// Window and streaming read the prompt in one batch under their band mask;
+// every_n(1) is the same rule read token by token. Both must give the same
+// logits, kept sets, statuses and captured attention (POLICIES.md allows the
+// batch only where the result is identical).
+TEST(Session, BandedPromptEqualsTokenByTokenReading) {
+    for (const std::string policy : {"window", "streaming:sinks=3", "window:alloc=pyramid"}) {
+        SessionOptions batched = baseOptions({policy, policy + (policy.find(':') == std::string::npos ? ":" : ",") +
+                                                          "schedule=every_n,n=1"},
+                                             "9");
+        batched.attention = {true, 1, 3};
+        Session s(tinyModel(), batched);
+        auto t = s.start();
+        for (int i = 0; i < 5; ++i) t = s.step();
+        const PolicyTrace &band = t->policies[1], &online = t->policies[2];
+        ASSERT_EQ(band.metrics.size(), online.metrics.size());
+        for (size_t i = 0; i < band.metrics.size(); ++i) {
+            // fp32 sums in another order: agreement to ~1e-6 relative
+            EXPECT_NEAR(band.metrics[i].kl, online.metrics[i].kl, 1e-5 * std::max(1.0, online.metrics[i].kl)) << policy << " step " << i;
+            EXPECT_EQ(band.metrics[i].argmax, online.metrics[i].argmax) << policy;
+        }
+        for (size_t l = 0; l < band.layers.size(); ++l)
+            for (size_t h = 0; h < band.layers[l].heads.size(); ++h) {
+                EXPECT_EQ(band.layers[l].heads[h].status, online.layers[l].heads[h].status) << policy << " L" << l;
+                EXPECT_EQ(band.layers[l].heads[h].held, online.layers[l].heads[h].held);
+            }
+        const AttentionMap &a = t->attention[1], &b = t->attention[2];
+        ASSERT_EQ(a.values.size(), b.values.size());
+        int hidden = 0;
+        for (size_t i = 0; i < a.values.size(); ++i) {
+            ASSERT_EQ(std::isnan(a.values[i]), std::isnan(b.values[i])) << policy << " cell " << i;
+            if (std::isnan(a.values[i])) ++hidden;
+            else EXPECT_NEAR(a.values[i], b.values[i], 1e-5);
+        }
+        EXPECT_GT(hidden, static_cast<int>(a.size * (a.size + 1) / 2)) << "evicted keys are hidden, not just future ones";
+    }
 }
