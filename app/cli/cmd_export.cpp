@@ -187,7 +187,7 @@ void addExportCommand(CLI::App& app) {
     args->policy.add(*cmd, /*repeatable=*/true);
     cmd->add_option("--session", args->session, "a saved session (.kvlens.json) instead of --prompt/--policy");
     cmd->add_option("--show", args->show, "the run to export: a policy id or label, or full (default: the first policy)");
-    cmd->add_option("--table", args->table, "attention | status | scores | budgets | metrics (data formats)")->capture_default_str();
+    cmd->add_option("--table", args->table, "attention | status | scores | budgets | metrics (a figure: attention heatmap or status strips)")->capture_default_str();
     cmd->add_option("--layer", args->layer, "layer (default: the session's view, or 0)");
     cmd->add_option("--head", args->head, "query head of the attention map (default: the session's view, or 0)");
     cmd->add_option("--kv-head", args->kvHead, "KV head for status/scores (default: the query head's group)");
