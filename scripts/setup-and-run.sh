@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # One command for a fresh Debian 12 machine: install the dependencies, build,
-# and run KVLens on the bundled model. Extra arguments go to kvlens-cli generate.
+# and run KVLens on the bundled model: the GUI (kvlens) when there is a
+# display, otherwise a short kvlens-cli demo. Extra arguments go to the
+# program that runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-if [[ ! -f resources/models/kvlens-tiny/config.json ]]; then
-  echo "The bundled model resources/models/kvlens-tiny is not in this checkout yet." >&2
-  echo "Run a model of your own: build/app/kvlens-cli generate --model /path/to/hf-model --prompt 'Hello'" >&2
-  exit 1
+if [[ -x build/app/gui/kvlens && ( -n "${DISPLAY:-}" || -n "${WAYLAND_DISPLAY:-}" ) ]]; then
+  exec build/app/gui/kvlens "$@"
 fi
-exec build/app/kvlens-cli generate --prompt "${KVLENS_PROMPT:-The code for the red door is 4821. The code for the red door is}" --steps 24 "$@"
+if [[ -x build/app/gui/kvlens ]]; then
+  echo "No display (DISPLAY/WAYLAND_DISPLAY unset): running the command-line demo instead of the GUI." >&2
+fi
+exec build/app/kvlens-cli compare --prompt-file resources/examples/needle-red-door.txt \
+    --policy streaming --policy h2o --policy snapkv --budget 64 --steps 8 "$@"
