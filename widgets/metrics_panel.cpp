@@ -1,6 +1,9 @@
 #include "widgets/metrics_panel.h"
 
+#include <QDir>
+#include <QFileInfo>
 #include <QGridLayout>
+#include <QSvgGenerator>
 #include <QSplitter>
 #include <QTextBrowser>
 #include <QVBoxLayout>
@@ -190,5 +193,44 @@ void MetricsPanel::showOutputs(const Trace& t) {
 }
 
 QString MetricsPanel::outputHtml() const { return m_outputs->toHtml(); }
+
+QString MetricsPanel::exportPlot(QCustomPlot* plot, const QString& file, double scale) {
+    const int w = std::max(plot->width(), 480), h = std::max(plot->height(), 360);
+    const QString ext = QFileInfo(file).suffix().toLower();
+    bool ok = false;
+    if (ext == QLatin1String("png")) {
+        if (!(scale > 0 && scale <= 16)) return tr("the PNG scale must be in (0, 16], got %1").arg(scale);
+        ok = plot->savePng(file, w, h, scale);
+    } else if (ext == QLatin1String("pdf")) {
+        ok = plot->savePdf(file, w, h);
+    } else if (ext == QLatin1String("svg")) {
+        QSvgGenerator svg;
+        svg.setFileName(file);
+        svg.setSize(QSize(w, h));
+        svg.setViewBox(QRect(0, 0, w, h));
+        svg.setTitle(plot->objectName());
+        QCPPainter painter;
+        ok = painter.begin(&svg);
+        if (ok) {
+            plot->toPainter(&painter, w, h);
+            ok = painter.end();
+        }
+    } else {
+        return tr("unknown plot format '%1' (png, svg, pdf)").arg(ext);
+    }
+    return ok ? QString() : tr("cannot write %1").arg(file);
+}
+
+QString MetricsPanel::exportPlots(const QString& folder, const QString& format, double scale, QStringList* written) const {
+    if (!QDir().mkpath(folder)) return tr("cannot create the folder %1").arg(folder);
+    const std::pair<const char*, QCustomPlot*> plots[] = {{"kl", m_kl}, {"agreement", m_agree}, {"mass", m_mass}, {"memory", m_memory}};
+    for (const auto& [name, plot] : plots) {
+        const QString file = QDir(folder).filePath(QStringLiteral("%1.%2").arg(QLatin1String(name), format));
+        const QString error = exportPlot(plot, file, scale);
+        if (!error.isEmpty()) return error;
+        if (written) written->append(file);
+    }
+    return {};
+}
 
 }  // namespace kvlens::ui

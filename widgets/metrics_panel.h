@@ -28,6 +28,14 @@ public:
     QCustomPlot* memoryPlot() const { return m_memory; }
     QString outputHtml() const;
 
+    // Writes one plot as PNG (at `scale` device pixels per point), SVG or PDF
+    // (vector), chosen by the file's extension, at the plot's size (at least
+    // 480 x 360 points). Returns an empty string, or why it could not.
+    static QString exportPlot(QCustomPlot* plot, const QString& file, double scale = 2.0);
+    // The four plots into `folder` as kl, agreement, mass and memory.<format>;
+    // the written paths go to `written`.
+    QString exportPlots(const QString& folder, const QString& format, double scale, QStringList* written = nullptr) const;
+
 private:
     void plotSteps(std::shared_ptr<const Trace> t);
     void plotMass(const Trace& t);

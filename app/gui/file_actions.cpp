@@ -18,6 +18,7 @@
 #include <fstream>
 
 #include "app/gui/main_window.h"
+#include "widgets/metrics_panel.h"
 #include "core/error.h"
 #include "core/io/export_names.h"
 #include "core/io/needle_io.h"
@@ -132,6 +133,7 @@ void FileActions::addActions(QMenu* file) {
     add(tr("Export &all runs…"), QKeySequence(), [this] { chooseExportAll(); });
     add(tr("Export every &layer × head…"), QKeySequence(), [this] { chooseExportLayersHeads(); });
     add(tr("Export &needle grid…"), QKeySequence(), [this] { chooseExportNeedle(); });
+    add(tr("Export &metrics plots…"), QKeySequence(), [this] { chooseExportMetrics(); });
 }
 
 QString FileActions::defaultFolder() const {
@@ -512,6 +514,20 @@ void FileActions::chooseExportNeedle() {
     const QString error = exportNeedle(f, m_settings.exportScale.get());
     if (!error.isEmpty()) return report(tr("Cannot export the needle grid"), error);
     m_window->statusBar()->showMessage(tr("Wrote %1").arg(f), 5000);
+}
+
+void FileActions::chooseExportMetrics() {
+    bool ok = false;
+    const QString format = QInputDialog::getItem(m_window, tr("Export metrics plots"), tr("format"),
+                                                 {QStringLiteral("png"), QStringLiteral("svg"), QStringLiteral("pdf")}, 0,
+                                                 false, &ok);
+    if (!ok) return;
+    const QString folder = QFileDialog::getExistingDirectory(m_window, tr("Export metrics plots into"), defaultFolder());
+    if (folder.isEmpty()) return;
+    QStringList written;
+    const QString error = m_window->metrics()->exportPlots(folder, format, m_settings.exportScale.get(), &written);
+    if (!error.isEmpty()) return report(tr("Cannot export the metrics plots"), error);
+    m_window->statusBar()->showMessage(tr("Wrote %1 plots into %2").arg(written.size()).arg(folder), 5000);
 }
 
 }  // namespace kvlens::gui

@@ -84,6 +84,7 @@ private:
     void chooseExportData();
     void chooseExportAll();
     void chooseExportNeedle();
+    void chooseExportMetrics();
     QString defaultFolder() const;
 
     void chooseExportLayersHeads();

@@ -4,6 +4,8 @@
 
 #include "trace_fixtures.h"
 #include "widgets/metrics_panel.h"
+#include <QSvgRenderer>
+#include <QTemporaryDir>
 #include "widgets/qcustomplot_include.h"
 
 using namespace kvlens;
@@ -27,6 +29,37 @@ private Q_SLOTS:
         QVERIFY(html.contains("tok7"));
         // Only the disagreeing prediction is marked.
         QCOMPARE(html.count("underline"), 1);
+    }
+
+    // Every metrics plot exports as PNG (scaled), SVG and PDF, and the files decode.
+    void plotsExportAsFigures() {
+        ui::MetricsPanel panel;
+        panel.resize(700, 600);
+        panel.setTrace(test::makeTrace(12));
+        QTemporaryDir dir;
+        if (qEnvironmentVariableIsSet("KVLENS_KEEP_EXPORTS")) {  // to look at the files
+            dir.setAutoRemove(false);
+            qInfo() << "exports in" << dir.path();
+        }
+        QStringList written;
+        for (const QString format : {"png", "svg", "pdf"})
+            QCOMPARE(panel.exportPlots(dir.path(), format, 2.0, &written), QString());
+        QCOMPARE(written.size(), 12);
+        const QImage png(dir.filePath("kl.png"));
+        QVERIFY(!png.isNull());
+        QVERIFY(png.width() >= 960);  // at least 480 points at scale 2
+        QSet<QRgb> colours;
+        for (int y = 0; y < png.height(); y += 7)
+            for (int x = 0; x < png.width(); x += 7) colours.insert(png.pixel(x, y));
+        QVERIFY(colours.size() > 5);
+        QSvgRenderer svg(dir.filePath("mass.svg"));
+        QVERIFY(svg.isValid());
+        QFile pdf(dir.filePath("memory.pdf"));
+        QVERIFY(pdf.open(QIODevice::ReadOnly));
+        const QByteArray bytes = pdf.readAll();
+        QVERIFY(bytes.startsWith("%PDF"));
+        QVERIFY(bytes.contains("/Type /Page"));
+        QVERIFY(!ui::MetricsPanel::exportPlot(panel.klPlot(), dir.filePath("kl.bmp")).isEmpty());
     }
 };
 
