@@ -95,7 +95,7 @@ KvCache::LayerView KvCache::append(int64_t layer, const at::Tensor& k, const at:
     const int64_t rot0 = rotaryPosition(layer);
     if (n == 1 && placeInHoles(L, k, v, rot0)) {
         LayerView view{L.k.narrow(1, 0, L.used), L.v.narrow(1, 0, L.used), at::Tensor(), 1, false};
-        if (L.valid.defined()) view.valid = L.valid.narrow(1, 0, L.used);
+        if (!L.dense) view.valid = L.valid.narrow(1, 0, L.used);
         return view;
     }
     reserve(L, L.used + n);
@@ -110,7 +110,7 @@ KvCache::LayerView KvCache::append(int64_t layer, const at::Tensor& k, const at:
         }
     L.used += n;
     LayerView view{L.k.narrow(1, 0, L.used), L.v.narrow(1, 0, L.used), at::Tensor(), n};
-    if (L.valid.defined()) view.valid = L.valid.narrow(1, 0, L.used);
+    if (!L.dense) view.valid = L.valid.narrow(1, 0, L.used);
     return view;
 }
 
@@ -143,16 +143,17 @@ bool KvCache::placeInHoles(Layer& L, const at::Tensor& k, const at::Tensor& v, i
         for (int64_t h = 0; h < m_kvHeads; ++h) {
             std::memcpy(kd + (h * cap + cols[h]) * row, static_cast<const uint8_t*>(kc.data_ptr()) + h * row, row);
             std::memcpy(vd + (h * cap + cols[h]) * row, static_cast<const uint8_t*>(vc.data_ptr()) + h * row, row);
-            if (!dense) L.valid.data_ptr<bool>()[h * cap + cols[h]] = true;
+            L.valid.data_ptr<bool>()[h * cap + cols[h]] = true;
         }
     } else {
         at::Tensor col = hostLongs(cols, m_kvHeads, 1, m_device);
         at::Tensor index = col.unsqueeze(-1).expand({m_kvHeads, 1, m_headDim});
         L.k.scatter_(1, index, k.to(m_dtype));
         L.v.scatter_(1, index, v.to(m_dtype));
-        if (!dense) L.valid.scatter_(1, col, true);
+        L.valid.scatter_(1, col, true);
     }
-    if (dense) L.valid = at::Tensor();
+    // Dense again: the mask stays allocated (all true) for the next eviction.
+    L.dense = dense;
     return true;
 }
 
@@ -166,6 +167,7 @@ bool KvCache::evictInPlace(Layer& L, const std::vector<std::vector<int64_t>>& ke
         L.valid = at::zeros({m_kvHeads, L.k.size(1)}, at::TensorOptions().dtype(at::kBool).device(m_device));
         L.valid.narrow(1, 0, L.used).fill_(true);
     }
+    L.dense = false;
     std::vector<int64_t> freedHead, freedCol;
     for (int64_t h = 0; h < m_kvHeads; ++h) {
         // Compact the bookkeeping in place: kept indices are increasing, so
@@ -281,6 +283,7 @@ void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep
         L.pos[h] = std::move(pos);
         L.rot[h] = std::move(rot);
     }
+    L.dense = equalLengths;
     if (equalLengths) {
         L.valid = at::Tensor();
     } else {

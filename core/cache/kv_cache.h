@@ -104,7 +104,8 @@ public:
 private:
     struct Layer {
         at::Tensor k, v;      // [Hkv, capacity, D]
-        at::Tensor valid;     // [Hkv, capacity] bool; undefined while dense
+        at::Tensor valid;     // [Hkv, capacity] bool; undefined until the first hole (then kept, all true while dense)
+        bool dense = true;    // every column < used holds an entry in every head: attention needs no mask
         int64_t used = 0;     // columns in use
         std::vector<std::vector<int64_t>> cols;  // per head: storage column of each entry
         std::vector<std::vector<int64_t>> pos;   // per head: true position of each entry
