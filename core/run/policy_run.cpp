@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -12,6 +13,17 @@
 
 namespace kvlens {
 namespace {
+
+// Adds the scope's duration to a counter (the policy's share of a step).
+class ScopeTimer {
+public:
+    explicit ScopeTimer(double& total) : m_total(total), m_start(std::chrono::steady_clock::now()) {}
+    ~ScopeTimer() { m_total += std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count(); }
+
+private:
+    double& m_total;
+    std::chrono::steady_clock::time_point m_start;
+};
 
 LayerBudgets budgetsFor(const PolicyConfig& c, const BudgetSpec& spec, int64_t promptLength, int64_t numLayers) {
     if (c.id != "full") return policyBudgets(c, spec, promptLength, numLayers);
@@ -112,7 +124,10 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
             m_rows[positions[i]] = std::move(row);
         }
     }
-    if (observing) m_policy->observe(state(layer, positions.back() + 1), Observation{probs, cap.queries, positions});
+    if (observing) {
+        ScopeTimer timer(m_policySeconds);
+        m_policy->observe(state(layer, positions.back() + 1), Observation{probs, cap.queries, positions});
+    }
 }
 
 void PolicyRun::forward(const std::vector<int64_t>& tokens) {
@@ -144,6 +159,7 @@ bool PolicyRun::trimDue() const {
 }
 
 void PolicyRun::trim() {
+    ScopeTimer timer(m_policySeconds);
     const auto& c = m_model.config();
     for (int64_t l = 0; l < c.numLayers; ++l) {
         int64_t total = 0;

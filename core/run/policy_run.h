@@ -48,6 +48,10 @@ public:
     // [Hkv, T] bool: which token positions a layer's KV heads hold.
     at::Tensor heldMask(int64_t layer) const;
 
+    // Seconds spent inside the policy so far (observe, plan, the cache's
+    // apply, the trace record): what eviction costs beyond the model.
+    double policySeconds() const { return m_policySeconds; }
+
     void fillTrace(PolicyTrace& out) const;           // status/score/rank, budgets, memory
     AttentionMap attentionMap() const;                // the captured rows so far
 
@@ -85,6 +89,7 @@ private:
     int64_t m_promptLength = 0;
     int64_t m_sinceTrim = 0;           // tokens read since the last trim (every_n)
     bool m_promptDone = false;
+    double m_policySeconds = 0;
     std::vector<PositionBand> m_band;  // in force while a prompt is read in one banded batch
     CaptureTarget m_capture;
     at::Tensor m_logits;

@@ -239,3 +239,21 @@ TEST_F(CliTest, ExportFiguresAndExportAll) {
     expectOneLineError(base + " --table budgets --out " + quote(png.string()), "a figure shows --table attention or status");
     expectOneLineError(base + " --colour-scale sqrt --out " + quote(png.string()), "--colour-scale: 'sqrt'");
 }
+
+TEST_F(CliTest, BenchReportsRatiosPolicyTimeMemoryAndTargets) {
+    CliRun r = run("bench --model " + quote(model()) + " --context 40 --steps 4 --policy h2o --policy snapkv --budget 25% --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_GT(j["peak_rss_kib"].get<long>(), 0);
+    ASSERT_EQ(j["rows"].size(), 4u);  // 2 policies x (budget = context, 25 %)
+    for (const auto& row : j["rows"]) {
+        EXPECT_GT(row["step_ratio"].get<double>(), 0.0);
+        EXPECT_GE(row["policy_ms_per_step"].get<double>(), 0.0);
+        EXPECT_FALSE(row["target"].get<std::string>().empty()) << row.dump();
+    }
+    EXPECT_GT(j["rows"][0]["policy_ms_per_step"].get<double>(), 0.0) << "h2o observes and plans every step";
+    EXPECT_EQ(j["rows"][2]["policy_ms_per_step"].get<double>(), 0.0) << "snapkv does nothing after the prompt";
+    // 25 % of the 40-token prompt, of the 46 tokens read (4 timed + 2 warm-up steps)
+    EXPECT_NEAR(j["rows"][1]["kv_bytes_share"].get<double>(), 10.0 / 46.0, 1e-9);
+    expectOneLineError("bench --synthetic gpt5 --context 8", "--synthetic: unknown shape 'gpt5'");
+}
