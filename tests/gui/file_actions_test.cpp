@@ -92,6 +92,13 @@ void prepare(MainWindow& w, const QTemporaryDir& dir, Reported* reported) {
     w.files()->setRestoreDecider([](const QString&) { return false; });
 }
 
+// prepare(), then start on the bundled model and wait for its first run (false after 60 s).
+bool startOnBundledModel(MainWindow& w, const QTemporaryDir& dir, Reported* reported) {
+    prepare(w, dir, reported);
+    w.start(QString());
+    return QTest::qWaitFor([&w] { return complete(w); }, 60000);
+}
+
 QString writeText(const QString& file, const std::string& text) {
     std::ofstream(file.toStdString()) << text;
     return file;
@@ -108,9 +115,7 @@ private Q_SLOTS:
         QTemporaryDir dir;
         Reported reported;
         MainWindow w;
-        prepare(w, dir, &reported);
-        w.start(QString());
-        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        QVERIFY(startOnBundledModel(w, dir, &reported));
         const QString file = dir.filePath(QStringLiteral("a.kvlens.json"));
         QVERIFY(w.files()->openSession(writeText(file, sessionToJson(exampleSession()).dump())));
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().layer == 2, 60000);
@@ -147,9 +152,7 @@ private Q_SLOTS:
         QTemporaryDir dir;
         Reported reported;
         MainWindow w;
-        prepare(w, dir, &reported);
-        w.start(QString());
-        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        QVERIFY(startOnBundledModel(w, dir, &reported));
         const QString prompt = w.promptEditor()->text();
 
         QVERIFY(!w.files()->openSession(writeText(dir.filePath(QStringLiteral("bad.json")), "{\"format\": \"kvlens-se")));
@@ -178,9 +181,7 @@ private Q_SLOTS:
         QTemporaryDir dir;
         Reported reported;
         MainWindow w;
-        prepare(w, dir, &reported);
-        w.start(QString());
-        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        QVERIFY(startOnBundledModel(w, dir, &reported));
         QVERIFY(w.files()->openSession(writeText(dir.filePath(QStringLiteral("s.json")), sessionToJson(exampleSession()).dump())));
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().layer == 2, 60000);
         const auto trace = w.controller()->shownTrace();
@@ -298,9 +299,7 @@ private Q_SLOTS:
         QTemporaryDir dir;
         Reported reported;
         MainWindow w;
-        prepare(w, dir, &reported);
-        w.start(QString());
-        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        QVERIFY(startOnBundledModel(w, dir, &reported));
         const QString session = writeText(dir.filePath(QStringLiteral("s.kvlens.json")), sessionToJson(exampleSession()).dump());
         QVERIFY(w.files()->openSession(session));
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().layer == 2, 60000);
@@ -364,9 +363,7 @@ private Q_SLOTS:
         Reported reported;
         {
             MainWindow w;
-            prepare(w, dir, &reported);
-            w.start(QString());
-            QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+            QVERIFY(startOnBundledModel(w, dir, &reported));
             QVERIFY(w.files()->autosaveNow());
         }
         // The window's destructor marked a clean exit: no offer.
