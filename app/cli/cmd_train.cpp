@@ -51,9 +51,9 @@ void runTrain(TrainArgs& a, CLI::Option* saveDtypeFlag) {
                         static_cast<unsigned long long>(o.seed), static_cast<long long>(o.batch), o.curriculum.c_str());
             first = false;
         }
-        std::printf("step %lld/%lld  len %lld  lr %.2e  loss %.4f  fact_acc %.3f  %.2f s/step  %.0f tok/s%s\n",
+        std::printf("step %lld/%lld  len %lld  lr %.2e  loss %.4f  fact_acc %.3f  answer_acc %.3f  %.2f s/step  %.0f tok/s%s\n",
                     static_cast<long long>(s.step), static_cast<long long>(s.steps), static_cast<long long>(s.seqLen),
-                    s.lr, s.loss, s.factAccuracy, s.seconds, s.tokensPerSecond, s.checkpointed ? "  [checkpoint]" : "");
+                    s.lr, s.loss, s.factAccuracy, s.answerAccuracy, s.seconds, s.tokensPerSecond, s.checkpointed ? "  [checkpoint]" : "");
         std::fflush(stdout);
         return true;
     });
@@ -80,6 +80,12 @@ void addTrainCommand(CLI::App& app) {
     a->add(*cmd, &TrainOptions::weightDecay, "--weight-decay", "AdamW weight decay (matrices only)");
     a->add(*cmd, &TrainOptions::gradClip, "--grad-clip", "max global gradient norm");
     a->add(*cmd, &TrainOptions::needleFraction, "--needle-fraction", "share of haystack-style documents");
+    a->add(*cmd, &TrainOptions::mix, "--mix",
+           "corpus mix of the default documents, key=value,...: weights fact, query, entity, entity-query, filler, "
+           "list, repeat; probabilities restate, recent, reverse");
+    a->add(*cmd, &TrainOptions::answerWeight, "--answer-weight", "loss weight of answer tokens (facts, entities, copies)");
+    a->add(*cmd, &TrainOptions::positionalHeads, "--positional-heads",
+           "offsets, e.g. 1,2,3: layer 0's first query heads start as heads attending that many tokens back");
     a->add(*cmd, &TrainOptions::checkpointEvery, "--checkpoint-every", "steps between checkpoints");
     a->add(*cmd, &TrainOptions::threads, "--threads", "CPU threads (0: LibTorch's default)");
     auto* dtype = cmd->add_option("--save-dtype", a->saveDtype,

@@ -445,6 +445,44 @@ CorpusOptions needleStyleOptions()
     return o;
 }
 
+CorpusOptions applyCorpusMix(CorpusOptions o, const std::string& mix)
+{
+    const std::pair<const char*, double CorpusOptions::*> keys[] = {
+        {"fact", &CorpusOptions::factWeight},          {"query", &CorpusOptions::factQueryWeight},
+        {"entity", &CorpusOptions::entityWeight},      {"entity-query", &CorpusOptions::entityQueryWeight},
+        {"filler", &CorpusOptions::fillerWeight},      {"list", &CorpusOptions::listWeight},
+        {"repeat", &CorpusOptions::repeatWeight},      {"restate", &CorpusOptions::restateProbability},
+        {"recent", &CorpusOptions::recentQueryProbability}, {"reverse", &CorpusOptions::reverseQueryProbability},
+    };
+    size_t start = 0;
+    while (start < mix.size()) {
+        const size_t end = std::min(mix.find(',', start), mix.size());
+        const std::string item = mix.substr(start, end - start);
+        start = end + 1;
+        const size_t eq = item.find('=');
+        const std::string key = item.substr(0, eq);
+        double CorpusOptions::*field = nullptr;
+        for (const auto& [name, f] : keys)
+            if (key == name) field = f;
+        if (!field) {
+            std::string known;
+            for (const auto& k : keys) known += std::string(known.empty() ? "" : ", ") + k.first;
+            throw ArgumentError("corpus mix: unknown key '" + key + "' in '" + mix + "' (known: " + known + ")");
+        }
+        try {
+            if (eq == std::string::npos) throw std::invalid_argument("no value");
+            size_t used = 0;
+            const std::string value = item.substr(eq + 1);
+            o.*field = std::stod(value, &used);
+            if (used != value.size()) throw std::invalid_argument("trailing text");
+        } catch (const std::exception&) {
+            throw ArgumentError("corpus mix: '" + item + "' is not key=number");
+        }
+    }
+    validate(o, 0);
+    return o;
+}
+
 std::vector<std::string> fillerWords(Rng& rng, int64_t count)
 {
     std::vector<std::string> out;

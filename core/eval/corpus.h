@@ -84,6 +84,12 @@ struct CorpusOptions {
 // training keeps retrieval working across long stretches of filler.
 CorpusOptions needleStyleOptions();
 
+// `base` with the overrides of a mix text "key=value,key=value": weights
+// fact, query, entity, entity-query, filler, list, repeat; probabilities
+// restate, recent, reverse. Empty text: `base`. Throws ArgumentError naming
+// the bad item (unknown key, not a number, out of range).
+CorpusOptions applyCorpusMix(CorpusOptions base, const std::string& mix);
+
 struct Document {
     std::string text;                // words joined by single spaces (joinWords)
     std::vector<std::string> words;  // exactly the requested length

@@ -17,6 +17,7 @@
 #include "core/eval/vocabulary.h"
 #include "core/model/device_internal.h"
 #include "core/model/model_impl.h"
+#include "core/model/rope.h"
 #include "core/model/safetensors.h"
 #include "core/model/weights.h"
 
@@ -104,7 +105,8 @@ void writeTextAtomically(const fs::path& file, const std::string& text) {
 json optionsJson(const TrainOptions& o) {
     return {{"seed", o.seed}, {"steps", o.steps}, {"batch", o.batch}, {"curriculum", o.curriculum},
             {"lr", o.lr}, {"min_lr", o.minLr}, {"warmup_steps", o.warmupSteps}, {"weight_decay", o.weightDecay},
-            {"grad_clip", o.gradClip}, {"needle_fraction", o.needleFraction},
+            {"grad_clip", o.gradClip}, {"needle_fraction", o.needleFraction}, {"mix", o.mix},
+            {"answer_weight", o.answerWeight}, {"positional_heads", o.positionalHeads},
             {"checkpoint_every", o.checkpointEvery}, {"threads", o.threads},
             {"save_dtype", o.saveDtype == SaveDtype::F32 ? "f32" : o.saveDtype == SaveDtype::BF16 ? "bf16" : "auto"},
             {"layers", o.layers}, {"hidden", o.hidden}, {"heads", o.heads}, {"kv_heads", o.kvHeads},
@@ -118,6 +120,9 @@ TrainOptions optionsFromJson(const json& j, const fs::path& dir) {
     o.curriculum = j.at("curriculum"); o.lr = j.at("lr"); o.minLr = j.at("min_lr");
     o.warmupSteps = j.at("warmup_steps"); o.weightDecay = j.at("weight_decay"); o.gradClip = j.at("grad_clip");
     o.needleFraction = j.at("needle_fraction"); o.checkpointEvery = j.at("checkpoint_every");
+    o.mix = j.value("mix", std::string());  // absent in checkpoints written before the option existed
+    o.answerWeight = j.value("answer_weight", 1.0);
+    o.positionalHeads = j.value("positional_heads", std::string());
     o.threads = j.at("threads");
     const std::string d = j.at("save_dtype");
     o.saveDtype = d == "f32" ? SaveDtype::F32 : d == "bf16" ? SaveDtype::BF16 : SaveDtype::Auto;
@@ -144,8 +149,9 @@ json readState(const fs::path& out) {
 }
 
 // Options that change what an uninterrupted run computes must not change on resume.
-void checkResumable(const TrainOptions& o, const json& stored, const fs::path& file) {
+void checkResumable(const TrainOptions& o, const json& storedOptions, const fs::path& file) {
     json now = optionsJson(o);
+    const json stored = optionsJson(optionsFromJson(storedOptions, o.outDir));  // defaults for newer keys
     std::string diff;
     for (auto it = now.begin(); it != now.end(); ++it) {
         const std::string& k = it.key();
@@ -176,7 +182,7 @@ void writeCheckpoint(const TrainOptions& o, const TrainableModel& m, torch::opti
     writeModelDir(m, o.outDir, bf16);
 }
 
-const char* kCsvHeader = "step,seq_len,lr,loss,fact_acc,seconds,tokens_per_s";
+const char* kCsvHeader = "step,seq_len,lr,loss,fact_acc,seconds,tokens_per_s,answer_acc";
 
 // A fresh log, or on resume the log cut back to the checkpoint's step (the
 // interrupted run may have logged steps past it).
@@ -201,6 +207,9 @@ void validate(const TrainOptions& o) {
         throw ArgumentError("train: steps, batch and the checkpoint interval must be positive");
     if (o.lr <= 0 || o.minLr < 0 || o.minLr > o.lr) throw ArgumentError("train: need 0 <= min lr <= lr, lr > 0");
     if (o.needleFraction < 0 || o.needleFraction > 1) throw ArgumentError("train: needle fraction outside [0, 1]");
+    if (!(o.answerWeight > 0)) throw ArgumentError("train: the answer weight must be > 0");
+    eval::applyCorpusMix({}, o.mix);  // throws naming the bad item
+    parseOffsets(o.positionalHeads);
     for (const auto& s : parseCurriculum(o.curriculum))
         if (s.seqLen > o.maxPositions)
             throw ArgumentError("train: curriculum length " + std::to_string(s.seqLen) + " exceeds max positions " +
@@ -313,6 +322,64 @@ TrainableModel initModel(const ModelConfig& cfg, uint64_t seed) {
     return m;
 }
 
+std::vector<int64_t> parseOffsets(const std::string& text) {
+    std::vector<int64_t> out;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        size_t used = 0;
+        int64_t v = 0;
+        try {
+            v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size() || v < 1)
+            throw ArgumentError("positional heads: '" + item + "' in '" + text + "' is not an offset >= 1");
+        out.push_back(v);
+    }
+    return out;
+}
+
+void initPositionalHeads(TrainableModel& m, const std::vector<int64_t>& offsets) {
+    if (offsets.empty()) return;
+    const ModelConfig& c = m.config;
+    const int64_t D = c.headDim, half = D / 2, E = c.hiddenSize, group = c.numHeads / c.numKvHeads;
+    if (int64_t(offsets.size()) > group)
+        throw ArgumentError("positional heads: " + std::to_string(offsets.size()) + " offsets, but KV head 0 serves " +
+                            std::to_string(group) + " query heads");
+    std::map<std::string, at::Tensor> byName(m.parameters.begin(), m.parameters.end());
+    at::NoGradGuard noGrad;
+    // Every embedding row gets the same norm r over dimensions 1.. and r in
+    // dimension 0, so that after RMSNorm dimension 0 reads exactly sqrt(E / 2)
+    // for every token (a spread of norms would move the keys' scores by more
+    // than the margin between neighbouring positions).
+    const double r = kInitStd * std::sqrt(double(E - 1));
+    const double normed = std::sqrt(double(E) / 2.0);
+    at::Tensor embed = byName.at("model.embed_tokens.weight");
+    at::Tensor rest = embed.narrow(1, 1, E - 1);
+    rest.mul_(r / rest.norm(2, {1}, /*keepdim=*/true).clamp_min(1e-12));
+    embed.select(1, 0).fill_(r);
+    // Per RoPE pair a score amplitude of 6 after the 1/sqrt(D) scaling: the
+    // sum over pairs of 6 cos(theta_i (distance - offset)) peaks at the
+    // offset with >= 97 % of the softmax over 2048 positions.
+    const double pairProduct = 6.0 * std::sqrt(double(D)), amp = std::sqrt(pairProduct) / normed;
+    const std::vector<double> theta = Rope::inverseFrequencies(c);
+    at::Tensor wk = byName.at("model.layers.0.self_attn.k_proj.weight"), wq = byName.at("model.layers.0.self_attn.q_proj.weight");
+    wk.narrow(0, 0, D).zero_();
+    for (int64_t i = 0; i < half; ++i) wk[i][0] = amp;
+    for (size_t h = 0; h < offsets.size(); ++h) {
+        const int64_t row = int64_t(h) * D;
+        wq.narrow(0, row, D).zero_();
+        for (int64_t i = 0; i < half; ++i) {
+            // Query pair amp·e^{-i theta o} against key pair amp: the dot
+            // product after rotation is amp² cos(theta (distance - o)).
+            wq[row + i][0] = amp * std::cos(theta[i] * double(offsets[h]));
+            wq[row + i + half][0] = -amp * std::sin(theta[i] * double(offsets[h]));
+        }
+    }
+}
+
 TrainableModel loadTrainable(const fs::path& dir) {
     TrainableModel m;
     m.config = loadConfig(dir / "config.json");
@@ -341,7 +408,7 @@ void writeModelDir(const TrainableModel& m, const fs::path& dir, bool bf16) {
 TrainSequence trainingSequence(const TrainOptions& o, int64_t step, int64_t index, int64_t seqLen) {
     eval::Rng rng(splitmix(splitmix(splitmix(o.seed) ^ uint64_t(step)) ^ uint64_t(index)));
     const bool needle = rng.chance(o.needleFraction);
-    const eval::CorpusOptions co = needle ? eval::needleStyleOptions() : eval::CorpusOptions{};
+    const eval::CorpusOptions co = needle ? eval::needleStyleOptions() : eval::applyCorpusMix({}, o.mix);
     const eval::Document doc = eval::generateDocument(co, rng.next(), seqLen - 1);
     const auto& vocab = eval::Vocabulary::bundled();
     TrainSequence s;
@@ -353,24 +420,33 @@ TrainSequence trainingSequence(const TrainOptions& o, int64_t step, int64_t inde
         s.tokens.push_back(*id);
     }
     // Word p is token p + 1, i.e. target p.
-    for (const auto& a : doc.answers)
+    for (const auto& a : doc.answers) {
         if (a.kind == eval::AnswerKind::Fact) s.factTargets.push_back(a.position);
+        s.answerTargets.push_back(a.position);
+    }
+    s.answerWeight = o.answerWeight;
     return s;
 }
 
-at::Tensor sequenceLoss(const Model& model, const TrainSequence& seq, int64_t* correctFacts) {
+at::Tensor sequenceLoss(const Model& model, const TrainSequence& seq, AnswerHits* hits) {
     const std::vector<int64_t> inputs(seq.tokens.begin(), seq.tokens.end() - 1);
     at::Tensor targets = at::tensor(std::vector<int64_t>(seq.tokens.begin() + 1, seq.tokens.end()),
                                     at::TensorOptions().dtype(at::kLong));
     KvCache cache = model.newCache();
     at::Tensor logits = model.forward(inputs, cache).logits;  // [n, V]
-    if (correctFacts) {
+    if (hits) {
         at::Tensor pred = logits.detach().argmax(-1);
         auto p = pred.accessor<int64_t, 1>();
-        *correctFacts = 0;
-        for (int64_t i : seq.factTargets) *correctFacts += p[i] == seq.tokens[i + 1];
+        *hits = {};
+        for (int64_t i : seq.factTargets) hits->facts += p[i] == seq.tokens[i + 1];
+        for (int64_t i : seq.answerTargets) hits->answers += p[i] == seq.tokens[i + 1];
     }
-    return at::cross_entropy_loss(logits, targets);
+    if (seq.answerWeight == 1.0 || seq.answerTargets.empty()) return at::cross_entropy_loss(logits, targets);
+    std::vector<float> weights(static_cast<size_t>(targets.size(0)), 1.0f);
+    for (int64_t i : seq.answerTargets) weights[static_cast<size_t>(i)] = float(seq.answerWeight);
+    at::Tensor w = at::tensor(weights, at::TensorOptions().dtype(at::kFloat));
+    at::Tensor perToken = at::cross_entropy_loss(logits, targets, {}, at::Reduction::None);
+    return (perToken * w).sum() / w.sum();
 }
 
 TrainOptions loadTrainOptions(const fs::path& dir) {
@@ -394,6 +470,7 @@ TrainResult train(const TrainOptions& o, const TrainProgress& progress) {
         if (fs::exists(checkpointDir(o.outDir)))
             throw ArgumentError(o.outDir.string() + " already holds a training run: resume it or choose another directory");
         m = initModel(trainConfig(o), o.seed);
+        initPositionalHeads(m, parseOffsets(o.positionalHeads));
     }
     std::vector<at::Tensor> params, decay, noDecay;
     for (const auto& p : m.parameters) {
@@ -421,28 +498,32 @@ TrainResult train(const TrainOptions& o, const TrainProgress& progress) {
         rep.lr = learningRate(o, step);
         for (auto& g : opt.param_groups()) static_cast<AdamWOptions&>(g.options()).lr(rep.lr);
         opt.zero_grad();
-        int64_t facts = 0, correct = 0;
+        int64_t facts = 0, answers = 0;
+        AnswerHits correct;
         for (int64_t b = 0; b < o.batch; ++b) {
             // One sequence at a time: its graph is freed before the next is built.
             const TrainSequence seq = trainingSequence(o, step, b, rep.seqLen);
-            int64_t c = 0;
+            AnswerHits c;
             at::Tensor loss = sequenceLoss(*m.model, seq, &c);
             loss.div(double(o.batch)).backward();
             rep.loss += loss.item<double>() / double(o.batch);
             facts += static_cast<int64_t>(seq.factTargets.size());
-            correct += c;
+            answers += static_cast<int64_t>(seq.answerTargets.size());
+            correct.facts += c.facts;
+            correct.answers += c.answers;
         }
         clipGradients(params, o.gradClip);
         opt.step();
         rep.step = step + 1;
-        rep.factAccuracy = facts ? double(correct) / double(facts) : -1.0;
+        rep.factAccuracy = facts ? double(correct.facts) / double(facts) : -1.0;
+        rep.answerAccuracy = answers ? double(correct.answers) / double(answers) : -1.0;
         rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         rep.tokensPerSecond = double(o.batch * (rep.seqLen - 1)) / rep.seconds;
         rep.model = m.model.get();
         rep.checkpointed = rep.step % o.checkpointEvery == 0 || rep.step == o.steps;
         if (rep.checkpointed) writeCheckpoint(o, m, opt, rep.step);
         log << rep.step << ',' << rep.seqLen << ',' << rep.lr << ',' << rep.loss << ',' << rep.factAccuracy << ','
-            << rep.seconds << ',' << rep.tokensPerSecond << std::endl;
+            << rep.seconds << ',' << rep.tokensPerSecond << ',' << rep.answerAccuracy << std::endl;
         r.losses.push_back(rep.loss);
         if (progress && !progress(rep)) {
             if (!rep.checkpointed) writeCheckpoint(o, m, opt, rep.step);

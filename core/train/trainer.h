@@ -39,6 +39,17 @@ struct TrainOptions {
     double weightDecay = 0.05;  // matrices only (not norms)
     double gradClip = 1.0;      // max global L2 norm
     double needleFraction = 0.25;  // share of sequences drawn with needleStyleOptions()
+    // Overrides of the default documents' CorpusOptions (applyCorpusMix), e.g.
+    // "query=8,filler=1,recent=0.5"; empty: the defaults.
+    std::string mix;
+    // Loss weight of answer tokens (fact digits, entity answers, copied
+    // words) relative to the other tokens: > 1 puts the gradient where
+    // retrieval is learnt instead of on unpredictable filler.
+    double answerWeight = 1.0;
+    // Mechanistic initialisation: "1,2,3" starts layer 0's first query heads
+    // as heads that attend to the token 1, 2, 3 back (initPositionalHeads);
+    // empty: plain random init.
+    std::string positionalHeads;
     int64_t checkpointEvery = 100;
     int threads = 0;  // 0: LibTorch's default
     SaveDtype saveDtype = SaveDtype::Auto;
@@ -79,6 +90,17 @@ struct TrainableModel {
 // Seeded init (platform-independent draws): N(0, 0.02) matrices, output
 // projections scaled by 1/sqrt(2 layers), norms at 1, tied embeddings.
 TrainableModel initModel(const ModelConfig& cfg, uint64_t seed);
+// Rewrites a freshly initialised model so that layer 0's query heads 0..k-1
+// attend to the token offsets[h] back (≥ 97 % of their weight over 2048
+// positions), through RoPE alone: embedding dimension 0 becomes a constant
+// (a no-op for the tied LM head's softmax), KV head 0's keys and those
+// query heads read only that dimension, with the phase of each RoPE pair set
+// to peak at the offset. The rest of the model learns to use them; this
+// skips the long plateau before induction heads form on a small corpus.
+// Offsets must be >= 1 and fit KV head 0's query group.
+void initPositionalHeads(TrainableModel& m, const std::vector<int64_t>& offsets);
+// "1,2,3" -> {1, 2, 3}; empty -> {}. Throws ArgumentError naming the bad item.
+std::vector<int64_t> parseOffsets(const std::string& text);
 // The f32 tensors of a model directory (a checkpoint) as trainable parameters.
 TrainableModel loadTrainable(const std::filesystem::path& dir);
 // config.json + model.safetensors (+ tokenizer.json of the bundled vocabulary).
@@ -91,13 +113,19 @@ void writeModelDir(const TrainableModel& m, const std::filesystem::path& dir, bo
 struct TrainSequence {
     std::vector<int64_t> tokens;      // [seqLen]: inputs tokens[0..n-2], targets tokens[1..n-1]
     std::vector<int64_t> factTargets;  // indices into the targets
+    std::vector<int64_t> answerTargets;  // every answer (fact, entity, copy): indices into the targets
+    double answerWeight = 1.0;           // their loss weight (TrainOptions::answerWeight)
 };
 TrainSequence trainingSequence(const TrainOptions& o, int64_t step, int64_t index, int64_t seqLen);
 
-// Mean next-token cross-entropy of a sequence under the model (autograd
-// flows to the model's weights). Fills `correctFacts` with how many Fact
-// targets the argmax predicts, when given.
-at::Tensor sequenceLoss(const Model& model, const TrainSequence& seq, int64_t* correctFacts = nullptr);
+// Next-token cross-entropy of a sequence under the model, the mean over
+// targets weighted by seq.answerWeight on answers (autograd flows to the
+// model's weights). Fills `hits` with how many Fact targets and how many
+// answers of every kind the argmax predicts, when given.
+struct AnswerHits {
+    int64_t facts = 0, answers = 0;
+};
+at::Tensor sequenceLoss(const Model& model, const TrainSequence& seq, AnswerHits* hits = nullptr);
 
 struct StepReport {
     int64_t step = 0;  // steps completed (1-based)
@@ -106,6 +134,7 @@ struct StepReport {
     double lr = 0;
     double loss = 0;          // mean over the batch
     double factAccuracy = 0;  // argmax accuracy on code-digit answers (-1: none in the batch)
+    double answerAccuracy = 0;  // on every answer: facts, entities, copied words (-1: none)
     double seconds = 0;       // this step
     double tokensPerSecond = 0;
     bool checkpointed = false;

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/eval/corpus.h"
 #include "core/model/model.h"
 #include "core/train/trainer.h"
 
@@ -157,6 +158,100 @@ TEST(Train, Bf16ModelStaysClose) {
     at::Tensor got = logitsOf(*Model::load(dir), seq.tokens);
     EXPECT_LT((got - ref).abs().max().item<double>(), 2e-2);
     EXPECT_LT(fs::file_size(dir / "model.safetensors"), 4u * 1024 * 1024 / 2);
+}
+
+}  // namespace
+}  // namespace kvlens
+
+namespace kvlens {
+namespace {
+
+// initPositionalHeads: layer 0's first query heads attend to the token their
+// offset back, whatever the tokens, over a long context; the other heads
+// keep their random queries.
+TEST(Train, PositionalHeadsAttendTheirOffsetBack) {
+    TrainOptions o = tinyOptions("");
+    o.hidden = 128, o.heads = 4, o.kvHeads = 1, o.intermediate = 256, o.maxPositions = 2048;
+    TrainableModel m = initModel(trainConfig(o), 11);
+    std::vector<int64_t> tokens;
+    for (int64_t i = 0; i < 600; ++i) tokens.push_back(4 + (i * 7919 + i * i * 31) % 300);
+    initPositionalHeads(m, parseOffsets("1,2,3"));
+    at::NoGradGuard noGrad;
+    KvCache cache = m.model->newCache();
+    ForwardOptions fo;
+    fo.captureAttention = true;
+    fo.captureLayers = {0};
+    const ForwardResult r = m.model->forward(tokens, cache, fo);
+    const at::Tensor probs = r.attention[0];  // [Hq, n, n]
+    for (int64_t h = 0; h < 3; ++h) {
+        const int64_t offset = h + 1;
+        double worst = 1.0;
+        for (int64_t q = offset; q < int64_t(tokens.size()); ++q)
+            worst = std::min(worst, probs[h][q][q - offset].item<double>());
+        EXPECT_GT(worst, 0.9) << "head " << h << " (offset " << offset << ")";
+    }
+    // Head 3 keeps its random query: nothing pins it to one offset.
+    EXPECT_LT(probs[3][500][499].item<double>(), 0.5);
+    EXPECT_THROW(parseOffsets("1,0"), ArgumentError);
+    EXPECT_THROW(parseOffsets("1,x"), ArgumentError);
+    EXPECT_THROW(initPositionalHeads(m, {1, 2, 3, 4, 5}), ArgumentError);
+}
+
+}  // namespace
+}  // namespace kvlens
+
+namespace kvlens {
+namespace {
+
+// --mix overrides the corpus weights by name and names what it rejects;
+// --answer-weight moves the loss toward the answer tokens only.
+TEST(Train, CorpusMixAndAnswerWeight) {
+    const eval::CorpusOptions base;
+    const eval::CorpusOptions mixed = eval::applyCorpusMix(base, "query=8,filler=0.5,recent=0.9");
+    EXPECT_EQ(mixed.factQueryWeight, 8.0);
+    EXPECT_EQ(mixed.fillerWeight, 0.5);
+    EXPECT_EQ(mixed.recentQueryProbability, 0.9);
+    EXPECT_EQ(mixed.factWeight, base.factWeight);
+    EXPECT_EQ(eval::applyCorpusMix(base, "").factQueryWeight, base.factQueryWeight);
+    for (const char* bad : {"queries=2", "query", "query=x", "recent=1.5", "filler=-1", "query=2junk"}) {
+        try {
+            eval::applyCorpusMix(base, bad);
+            ADD_FAILURE() << bad << " was accepted";
+        } catch (const ArgumentError& e) {
+            EXPECT_NE(std::string(e.what()).find("corpus"), std::string::npos) << e.what();
+        }
+    }
+
+    TrainOptions o = tinyOptions("");
+    o.mix = "fact=3,query=6,filler=1";
+    o.needleFraction = 0;
+    TrainableModel m = initModel(trainConfig(o), 4);
+    TrainSequence seq = trainingSequence(o, 0, 0, 128);
+    ASSERT_FALSE(seq.answerTargets.empty());
+    at::NoGradGuard noGrad;
+    const double plain = sequenceLoss(*m.model, seq).item<double>();
+    seq.answerWeight = 5.0;
+    AnswerHits hits;
+    const double weighted = sequenceLoss(*m.model, seq, &hits).item<double>();
+    EXPECT_NE(plain, weighted);
+    // By hand: the weighted mean of the per-token losses.
+    const std::vector<int64_t> inputs(seq.tokens.begin(), seq.tokens.end() - 1);
+    KvCache cache = m.model->newCache();
+    const at::Tensor logits = m.model->forward(inputs, cache).logits;
+    const at::Tensor targets = at::tensor(std::vector<int64_t>(seq.tokens.begin() + 1, seq.tokens.end()));
+    const at::Tensor perToken = at::cross_entropy_loss(logits, targets, {}, at::Reduction::None);
+    at::Tensor w = at::ones_like(perToken);
+    for (int64_t i : seq.answerTargets) w[i] = 5.0;
+    EXPECT_NEAR(weighted, ((perToken * w).sum() / w.sum()).item<double>(), 1e-5);
+    EXPECT_LE(hits.facts, int64_t(seq.factTargets.size()));
+    EXPECT_LE(hits.answers, int64_t(seq.answerTargets.size()));
+
+    TrainOptions badWeight = tinyOptions(tmpDir("bad_weight"));
+    badWeight.answerWeight = 0;
+    EXPECT_THROW(train(badWeight), ArgumentError);
+    TrainOptions badMix = tinyOptions(tmpDir("bad_mix"));
+    badMix.mix = "nope=1";
+    EXPECT_THROW(train(badMix), ArgumentError);
 }
 
 }  // namespace
