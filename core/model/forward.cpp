@@ -120,6 +120,8 @@ ForwardResult Model::forward(const std::vector<int64_t>& tokens, KvCache& cache,
     ForwardResult result;
     result.attention.resize(c.numLayers);
     const bool gpt2 = c.family == Family::Gpt2;
+    Rope::Angles angles;
+    int64_t anglesStart = -1;
     for (int64_t l = 0; l < c.numLayers; ++l) {
         const LayerWeights& lw = w.layers[l];
         at::Tensor h = gpt2 ? at::layer_norm(x, {c.hiddenSize}, lw.attnNorm, lw.attnNormBias, c.normEps)
@@ -132,10 +134,15 @@ ForwardResult Model::forward(const std::vector<int64_t>& tokens, KvCache& cache,
             k = rmsNorm(k, lw.kNorm, c.normEps);
         }
         if (m->rope) {
+            // Every layer rotates from the same position unless re-rotation
+            // moved some: the angles are computed once per distinct start.
             const int64_t r0 = cache.rotaryPosition(l);
-            at::Tensor rpos = at::arange(r0, r0 + n, longOpts);
-            q = m->rope->apply(q, rpos);
-            k = m->rope->apply(k, rpos);
+            if (!angles.cos.defined() || r0 != anglesStart) {
+                angles = m->rope->angles(at::arange(r0, r0 + n, longOpts));
+                anglesStart = r0;
+            }
+            q = Rope::apply(q, angles);
+            k = Rope::apply(k, angles);
         }
         AttentionInput in{q, cache.append(l, k, v), at::Tensor(), pos0, c.slidingWindow};
         if (!opt.band.empty()) in.band = &opt.band.at(static_cast<size_t>(l));

@@ -44,16 +44,23 @@ Rope::Rope(const ModelConfig& cfg, at::Device device) {
     m_invFreq = at::tensor(f, at::TensorOptions().dtype(at::kFloat)).to(device);
 }
 
-at::Tensor Rope::apply(const at::Tensor& x, const at::Tensor& positions) const {
+Rope::Angles Rope::angles(const at::Tensor& positions) const {
     // angles: [..., n, D/2] -> cos/sin over the full head_dim as cat(f, f).
     at::Tensor pos = positions.to(m_invFreq.device(), at::kFloat);
-    at::Tensor angles = pos.unsqueeze(-1) * m_invFreq;            // [n, D/2] or [H, n, D/2]
-    at::Tensor emb = at::cat({angles, angles}, -1);               // [.., n, D]
-    at::Tensor cos = emb.cos(), sin = emb.sin();
+    at::Tensor half = pos.unsqueeze(-1) * m_invFreq;  // [n, D/2] or [H, n, D/2]
+    at::Tensor emb = at::cat({half, half}, -1);       // [.., n, D]
+    return {emb.cos(), emb.sin()};
+}
+
+at::Tensor Rope::apply(const at::Tensor& x, const Angles& a) {
     at::Tensor xf = x.to(at::kFloat);
     const int64_t half = x.size(-1) / 2;
-    at::Tensor rotated = at::cat({-xf.narrow(-1, half, half), xf.narrow(-1, 0, half)}, -1);
-    return (xf * cos + rotated * sin).to(x.scalar_type());
+    at::Tensor rotated = at::cat({xf.narrow(-1, half, half).neg(), xf.narrow(-1, 0, half)}, -1);
+    return (xf * a.cos).addcmul_(rotated, a.sin).to(x.scalar_type());
+}
+
+at::Tensor Rope::apply(const at::Tensor& x, const at::Tensor& positions) const {
+    return apply(x, angles(positions));
 }
 
 }  // namespace kvlens

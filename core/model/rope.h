@@ -16,6 +16,15 @@ public:
     // negative (re-rotation by a delta). Returns x rotated, same dtype.
     at::Tensor apply(const at::Tensor& x, const at::Tensor& positions) const;
 
+    // cos and sin of the angles of `positions` over the full head_dim (the
+    // cat(f, f) layout), fp32: [n, D] or [H, n, D]. A forward computes them
+    // once and rotates q and k of every layer with them.
+    struct Angles {
+        at::Tensor cos, sin;
+    };
+    Angles angles(const at::Tensor& positions) const;
+    static at::Tensor apply(const at::Tensor& x, const Angles& a);
+
     const at::Tensor& invFreq() const { return m_invFreq; }  // [D/2] fp32
 
     // The HF inverse frequencies for a config (exposed for tests).
