@@ -104,11 +104,13 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
     // A prefill_once policy never plans again once the prompt is read, so it
     // observes nothing after it.
     const bool observing = m_policy && !(m_promptDone && m_config.schedule == Schedule::PrefillOnce);
-    const bool needProbs = isFull() || captureHere || (observing && m_policy->info().usesAttention);
+    const bool needProbs = captureHere || (observing && m_policy->info().usesAttention);
     at::Tensor probs = needProbs ? m_cache.byEntry(layer, cap.probs) : at::Tensor();  // [Hq, n, L]
     if (isFull()) {
         // The full cache holds every position in order: entry index = position.
-        m_lastAttention[layer] = probs.select(1, n - 1).contiguous();
+        // Only the latest query's row is kept (reordering all n rows of a
+        // long prompt would copy the whole attention matrix).
+        m_lastAttention[layer] = (needProbs ? probs.select(1, n - 1) : m_cache.byEntry(layer, cap.probs.narrow(1, n - 1, 1)).select(1, 0)).contiguous();
     }
     if (captureHere) {
         const auto& pos = m_cache.positions(layer, m_capture.head / G);
@@ -146,6 +148,24 @@ void PolicyRun::forward(const std::vector<int64_t>& tokens) {
     fo.observer = [&](int64_t layer, const LayerCapture& cap) { observeLayer(layer, cap, positions); };
     m_logits = m_model.forward(tokens, m_cache, fo).logits[0];
     m_sinceTrim += static_cast<int64_t>(tokens.size());
+}
+
+void PolicyRun::forwardBatched(const std::vector<int64_t>& tokens, const std::function<void()>& checkCancel) {
+    // One batch materialises [Hq, n, n] attention probabilities (several
+    // copies on the way: scores, mask, softmax): 8 GiB per layer for a
+    // 1B-class model at 8192 tokens. Chunks of queries bound that; every
+    // chunk sees all earlier keys, and the policies accumulate what they
+    // observe over calls (as over decode steps), so the result is the same.
+    constexpr double kAttentionBytes = 256.0 * 1024 * 1024;
+    const auto& c = m_model.config();
+    const int64_t n = static_cast<int64_t>(tokens.size()), keys = m_cache.seqLen() + n;
+    const int64_t chunk = m_prefillChunk > 0 ? m_prefillChunk
+                                             : std::max<int64_t>(256, static_cast<int64_t>(kAttentionBytes / (4.0 * double(c.numHeads) * double(keys))));
+    for (int64_t start = 0; start < n; start += chunk) {
+        if (start > 0 && checkCancel) checkCancel();
+        const int64_t end = std::min(n, start + chunk);
+        forward(start == 0 && end == n ? tokens : std::vector<int64_t>(tokens.begin() + start, tokens.begin() + end));
+    }
 }
 
 bool PolicyRun::trimDue() const {
@@ -210,13 +230,13 @@ void PolicyRun::record(int64_t layer, std::vector<std::vector<int64_t>> position
 void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel) {
     const int64_t T = static_cast<int64_t>(prompt.size());
     if (!m_policy || m_config.schedule == Schedule::PrefillOnce) {
-        forward(prompt);
+        forwardBatched(prompt, checkCancel);
         if (m_policy && m_budgets.compress) trim();
     } else if (std::vector<PositionBand> band = prefillBand(); !band.empty()) {
         // Window/streaming: online reading keeps a band of positions, so one
         // batch under the band's mask, then one trim, gives the same cache.
         m_band = band;
-        forward(prompt);
+        forwardBatched(prompt, checkCancel);
         m_band.clear();
         trim();
     } else {
@@ -224,7 +244,7 @@ void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::functi
         // trim can happen, so that prefix is read in one batch (identical result).
         const int64_t minBudget = *std::min_element(m_budgets.perLayer.begin(), m_budgets.perLayer.end());
         const int64_t prefix = std::max<int64_t>(1, std::min(T, minBudget));
-        forward(std::vector<int64_t>(prompt.begin(), prompt.begin() + prefix));
+        forwardBatched(std::vector<int64_t>(prompt.begin(), prompt.begin() + prefix), checkCancel);
         if (trimDue()) trim();
         for (int64_t i = prefix; i < T; ++i) {
             if (checkCancel) checkCancel();

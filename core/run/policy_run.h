@@ -35,6 +35,10 @@ public:
     const LayerBudgets& budgets() const { return m_budgets; }
     const KvCache& cache() const { return m_cache; }
 
+    // Queries per batch when a prompt is read in batches (0: automatic, so
+    // that one batch's attention stays near 256 MiB). For tests and benches.
+    void setPrefillChunk(int64_t queries) { m_prefillChunk = queries; }
+
     // Reads the prompt with this run's schedule; `checkCancel` runs between tokens.
     void readPrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel);
     // Reads one more token (a decode step), trimming when the schedule says.
@@ -70,6 +74,8 @@ private:
         at::Tensor scores;                            // [Hkv, L] fp32 on the CPU, or undefined
     };
     void forward(const std::vector<int64_t>& tokens);
+    // The same in chunks that bound the attention matrix held at once.
+    void forwardBatched(const std::vector<int64_t>& tokens, const std::function<void()>& checkCancel);
     void observeLayer(int64_t layer, const LayerCapture& cap, const std::vector<int64_t>& positions);
     bool trimDue() const;
     void trim();
@@ -89,6 +95,7 @@ private:
     int64_t m_promptLength = 0;
     int64_t m_sinceTrim = 0;           // tokens read since the last trim (every_n)
     bool m_promptDone = false;
+    int64_t m_prefillChunk = 0;
     double m_policySeconds = 0;
     std::vector<PositionBand> m_band;  // in force while a prompt is read in one banded batch
     CaptureTarget m_capture;

@@ -4,9 +4,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 #include "core/model/model.h"
+#include "core/policy/budget.h"
 #include "core/policy/policy_info.h"
 #include "core/run/policy_run.h"
 #include "tests/core/test_models.h"
@@ -90,3 +92,52 @@ TEST(Equivalence, StreamingEqualsSinksPlusBandMask) {
         return k < sinks || k >= q - (kBudget - sinks);
     });
 }
+
+namespace {
+
+// A prompt read in chunks of queries (what long prompts get, to bound the
+// attention matrix) gives the run one batch gives: the same logits, the same
+// tokens held and evicted with the same scores, the same captured attention.
+TEST(Equivalence, ChunkedPromptEqualsOneBatch) {
+    test::ScratchDir dir("chunked");
+    test::ModelOptions o;
+    o.maxPositions = 512;
+    o.scale = 2.0f;
+    test::makeRandomModel(Family::Llama, o, 35, dir.path());
+    auto model = Model::load(dir.path());
+    const auto prompt = test::randomTokens(90, o.vocabSize, 12);
+    for (const std::string policy : {"full", "snapkv:window=8", "pyramidkv:window=8", "adakv:window=8", "streaming",
+                                     "h2o", "tova", "knorm"}) {
+        PolicyTrace traces[2];
+        std::vector<float> logits[2];
+        AttentionMap maps[2];
+        for (int chunked = 0; chunked < 2; ++chunked) {
+            PolicyRun run(*model, parsePolicySpec(policy), parseBudget("40"), int64_t(prompt.size()),
+                          CaptureTarget{true, 1, 3});
+            run.setPrefillChunk(chunked ? 7 : int64_t(prompt.size()));
+            run.readPrompt(prompt, {});
+            for (int64_t t : {5, 9, 11}) run.readToken(t);
+            at::Tensor l = run.logits().contiguous();
+            logits[chunked].assign(l.data_ptr<float>(), l.data_ptr<float>() + l.numel());
+            run.fillTrace(traces[chunked]);
+            maps[chunked] = run.attentionMap();
+        }
+        for (size_t i = 0; i < logits[0].size(); ++i)
+            ASSERT_NEAR(logits[0][i], logits[1][i], 1e-4) << policy << " logit " << i;
+        for (size_t l = 0; l < traces[0].layers.size(); ++l)
+            for (size_t h = 0; h < traces[0].layers[l].heads.size(); ++h) {
+                const auto &a = traces[0].layers[l].heads[h], &b = traces[1].layers[l].heads[h];
+                EXPECT_EQ(a.status, b.status) << policy << " L" << l << " H" << h;
+                ASSERT_EQ(a.score.size(), b.score.size());
+                for (size_t i = 0; i < a.score.size(); ++i)
+                    if (!std::isnan(a.score[i])) EXPECT_NEAR(a.score[i], b.score[i], 1e-4 * (1 + std::abs(a.score[i]))) << policy;
+            }
+        ASSERT_EQ(maps[0].values.size(), maps[1].values.size()) << policy;
+        for (size_t i = 0; i < maps[0].values.size(); ++i) {
+            ASSERT_EQ(std::isnan(maps[0].values[i]), std::isnan(maps[1].values[i])) << policy << " cell " << i;
+            if (!std::isnan(maps[0].values[i])) EXPECT_NEAR(maps[0].values[i], maps[1].values[i], 1e-5) << policy;
+        }
+    }
+}
+
+}  // namespace
