@@ -36,7 +36,7 @@ public:
     const KvCache& cache() const { return m_cache; }
 
     // Queries per batch when a prompt is read in batches (0: automatic, so
-    // that one batch's attention stays near 256 MiB). For tests and benches.
+    // that one batch's attention stays near 24 MiB). For tests and benches.
     void setPrefillChunk(int64_t queries) { m_prefillChunk = queries; }
 
     // Reads the prompt with this run's schedule; `checkCancel` runs between tokens.
