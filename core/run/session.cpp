@@ -1,11 +1,15 @@
 #include "core/run/session.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "core/error.h"
 #include "core/model/model.h"
+#include "core/run/parallel_runs.h"
 #include "core/run/policy_run.h"
 #include "core/run/sampler.h"
 #include "core/tokenizer/tokenizer.h"
@@ -37,6 +41,20 @@ struct Session::Impl {
         if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled{};
     }
     void validate() const;
+    // Runs are independent: on the CPU up to LibTorch's thread count of them
+    // run at once, each on one thread (a run reading a prompt token by token
+    // is a chain of small ops that gains nothing from more threads).
+    // `job(r, check)`: `check` throws Cancelled when the flag is raised or
+    // another run failed.
+    void eachRun(const std::function<void(size_t, const std::function<void()>&)>& job) {
+        const size_t workers = model->device().is_cpu() ? static_cast<size_t>(std::max(1, at::get_num_threads())) : 1;
+        runInParallel(runs.size(), workers, [&](size_t r, const std::atomic<bool>& stop) {
+            job(r, [&] {
+                if (stop.load(std::memory_order_relaxed)) throw Cancelled{};
+                checkCancel();
+            });
+        });
+    }
     void appendLabels(const std::vector<int64_t>& ids);
     void measure();
     std::shared_ptr<const Trace> trace() const;
@@ -91,10 +109,8 @@ void Session::setCancelFlag(const std::atomic<bool>* flag) { m->cancel = flag; }
 std::shared_ptr<const Trace> Session::start() {
     if (m->started) throw Error("Session::start called twice");
     at::NoGradGuard noGrad;
-    for (auto& run : m->runs) {
-        m->checkCancel();
-        run->readPrompt(m->opt.prompt, [this] { m->checkCancel(); });
-    }
+    m->checkCancel();
+    m->eachRun([&](size_t r, const std::function<void()>& check) { m->runs[r]->readPrompt(m->opt.prompt, check); });
     m->tokens = m->opt.prompt;
     m->appendLabels(m->opt.prompt);
     m->started = true;
@@ -121,11 +137,12 @@ std::shared_ptr<const Trace> Session::step() {
     } else {
         for (size_t r = 0; r < R; ++r) next[r] = m->samplers[r].next(m->runs[r]->logits());
     }
-    for (size_t r = 0; r < R; ++r) {
-        m->checkCancel();
+    m->checkCancel();
+    m->eachRun([&](size_t r, const std::function<void()>& check) {
+        check();
         m->runs[r]->readToken(next[r]);
         m->generated[r].push_back(next[r]);
-    }
+    });
     m->tokens.push_back(next[0]);
     m->appendLabels({next[0]});
     ++m->steps;
