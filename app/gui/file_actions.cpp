@@ -13,6 +13,7 @@
 #include <QInputDialog>
 #include <QMenu>
 #include <QMessageBox>
+#include <QRegularExpression>
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "core/error.h"
 #include "core/io/export_names.h"
 #include "core/io/needle_io.h"
+#include "core/paths.h"
 #include "widgets/comparison_view.h"
 #include "widgets/figure.h"
 #include "widgets/needle_panel.h"
@@ -111,6 +113,19 @@ void FileActions::addActions(QMenu* file) {
     m_recentMenu = file->addMenu(tr("Recent sessions"));
     connect(m_recentMenu, &QMenu::aboutToShow, this, &FileActions::rebuildRecent);
     rebuildRecent();
+    // The ready sessions of resources/sessions: sinks, a needle kept by SnapKV
+    // and lost by StreamingLLM, PyramidKV's layer budgets, GQA grouping.
+    m_workshopMenu = file->addMenu(tr("Workshop sessions"));
+    const QDir dir(QString::fromStdString(findResource("sessions").string()));
+    for (const QFileInfo& f : dir.entryInfoList({QStringLiteral("*.kvlens.json")}, QDir::Files, QDir::Name)) {
+        QString title = f.fileName().chopped(int(qstrlen(".kvlens.json")));
+        title.replace(QRegularExpression(QStringLiteral("^\\d+-")), QString()).replace(u'-', u' ');
+        QAction* a = m_workshopMenu->addAction(title);
+        a->setStatusTip(f.absoluteFilePath());
+        const QString path = f.absoluteFilePath();
+        connect(a, &QAction::triggered, this, [this, path] { openSession(path, /*remember=*/false); });
+    }
+    if (m_workshopMenu->isEmpty()) m_workshopMenu->addAction(tr("(none found)"))->setEnabled(false);
     add(tr("&Save session"), QKeySequence::Save, [this] {
         if (!m_current.isEmpty()) {
             saveSession(m_current);
@@ -156,7 +171,7 @@ bool FileActions::saveSession(const QString& file) {
     return true;
 }
 
-bool FileActions::openSession(const QString& file) {
+bool FileActions::openSession(const QString& file, bool remember) {
     SessionFile s;
     try {
         s = loadSession(file.toStdString());
@@ -169,9 +184,11 @@ bool FileActions::openSession(const QString& file) {
         report(tr("Cannot open the session"), tr("%1: %2").arg(file, error));
         return false;
     }
-    if (file != m_autosaveFile) {
+    if (remember && file != m_autosaveFile) {
         m_current = file;
         addRecent(file);
+    } else if (!remember) {
+        m_current.clear();  // Save asks where: the shipped file is read-only
     }
     Q_EMIT sessionOpened(file);
     return true;

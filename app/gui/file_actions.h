@@ -38,7 +38,9 @@ public:
     // Each reports a failure through the reporter and returns false; opening
     // changes nothing unless the whole session applies.
     bool saveSession(const QString& file);
-    bool openSession(const QString& file);
+    // `remember`: the file becomes the one Save writes and joins the recent
+    // list (not for the read-only workshop sessions shipped with the app).
+    bool openSession(const QString& file, bool remember = true);
     QString currentFile() const { return m_current; }
     QStringList recentSessions() const;
 
@@ -104,6 +106,7 @@ private:
     QTimer m_autosave;
     QString m_autosaveFile, m_current;
     QMenu* m_recentMenu = nullptr;
+    QMenu* m_workshopMenu = nullptr;
     Reporter m_report;
     RestoreDecider m_restore;
 };

@@ -7,6 +7,8 @@
 #include <QProcess>
 #include <QSvgRenderer>
 #include <QTemporaryDir>
+#include <QMenu>
+#include <QMenuBar>
 #include <QtTest>
 #include <cmath>
 #include <fstream>
@@ -146,6 +148,37 @@ private Q_SLOTS:
         QString why;
         QVERIFY2(sameTraces(*before, *w.controller()->history().back(), &why), qPrintable(why));
         QVERIFY(reported.texts.isEmpty());
+    }
+
+    // File > Workshop sessions lists the shipped sessions; one opens like a
+    // saved session, without becoming the file Save writes or a recent one.
+    void workshopSessionsOpenFromTheFileMenu() {
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        QVERIFY(startOnBundledModel(w, dir, &reported));
+        QMenu* workshop = nullptr;
+        for (QAction* top : w.menuBar()->actions())
+            if (top->menu())
+                for (QAction* a : top->menu()->actions())
+                    if (a->menu() && a->text() == QLatin1String("Workshop sessions")) workshop = a->menu();
+        QVERIFY(workshop);
+        QStringList titles;
+        QAction* needle = nullptr;
+        for (QAction* a : workshop->actions()) {
+            titles << a->text();
+            if (a->text() == QLatin1String("needle snapkv vs streaming")) needle = a;
+        }
+        QCOMPARE(titles, (QStringList{QStringLiteral("attention sinks"), QStringLiteral("needle snapkv vs streaming"),
+                                      QStringLiteral("pyramidkv layer budgets"), QStringLiteral("gqa grouping")}));
+        QVERIFY(needle);
+        needle->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().layer == 1, 60000);
+        QCOMPARE(w.comparison()->selectedHead(), int64_t{4});
+        QCOMPARE(w.controller()->history().back()->policies.size(), size_t{4});  // full + 3
+        QVERIFY(w.files()->currentFile().isEmpty());
+        QVERIFY(!w.files()->recentSessions().join(u';').contains(QLatin1String("needle-snapkv")));
+        QVERIFY2(reported.texts.isEmpty(), qPrintable(reported.texts.join(u'\n')));
     }
 
     void badSessionsReportAndChangeNothing() {
