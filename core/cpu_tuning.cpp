@@ -19,21 +19,38 @@ const char* preferredOpenBlasCore() {
     return nullptr;
 }
 
-void restartWithTunedBlas(char** argv) {
-    if (std::getenv("OPENBLAS_CORETYPE")) return;
+namespace {
+
+// True when OpenBLAS runs its pre-AVX fallback kernels on a CPU that has AVX2
+// or AVX-512 (and sets `target` to the core type to ask for).
+bool blasNeedsCoreType(const char** target) {
+    if (std::getenv("OPENBLAS_CORETYPE")) return false;
     using CoreName = const char* (*)();
     auto coreName = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
-    if (!coreName || !coreName()) return;
+    if (!coreName || !coreName()) return false;
     std::string core = coreName();
     for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     // The fallbacks OpenBLAS chooses for CPUs it does not know (pre-AVX cores).
     static const char* const old[] = {"prescott", "core2", "nehalem", "penryn", "dunnington", "atom", "northwood"};
     bool fallback = false;
     for (const char* o : old) fallback = fallback || core == o;
-    const char* target = preferredOpenBlasCore();
-    if (!fallback || !target) return;
-    setenv("OPENBLAS_CORETYPE", target, 1);
-    execv("/proc/self/exe", argv);  // only returns on failure: run on with the slow kernels
+    *target = preferredOpenBlasCore();
+    return fallback && *target;
+}
+
+}  // namespace
+
+void restartWithTunedBlas(char** argv) {
+    if (std::getenv("KVLENS_TUNED")) return;  // this process is the restarted one
+    const char* target = nullptr;
+    const bool blas = blasNeedsCoreType(&target);
+    const bool waitPolicy = !std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT") &&
+                            dlsym(RTLD_DEFAULT, "omp_get_max_threads");
+    if (!blas && !waitPolicy) return;
+    if (blas) setenv("OPENBLAS_CORETYPE", target, 1);
+    if (waitPolicy) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    setenv("KVLENS_TUNED", blas && waitPolicy ? "blas,omp" : blas ? "blas" : "omp", 1);  // what was changed
+    execv("/proc/self/exe", argv);  // only returns on failure: run on untuned
 }
 
 }  // namespace kvlens
