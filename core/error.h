@@ -44,4 +44,11 @@ public:
     using Error::Error;
 };
 
+// An allocation failed (CPU or GPU memory): what was being done and how
+// much was asked for. The run is abandoned; the model and the app stay usable.
+class MemoryError : public Error {
+public:
+    using Error::Error;
+};
+
 }  // namespace kvlens

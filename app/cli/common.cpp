@@ -1,6 +1,7 @@
 #include "app/cli/common.h"
 
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "core/error.h"
@@ -46,8 +47,12 @@ std::vector<PolicyConfig> PolicyArgs::configs() const {
 }
 
 BudgetSpec PolicyArgs::budgetSpec() const {
-    if (!budgets.empty()) return parseLayerBudgets(budgets);
-    if (!budget.empty()) return parseBudget(budget);
+    if (!budgets.empty() || !budget.empty()) {
+        BudgetSpec spec = budgets.empty() ? parseBudget(budget) : parseLayerBudgets(budgets);
+        // A clamped budget runs, but the user is told (stderr: --json stays clean).
+        if (!spec.note.empty()) std::cerr << "kvlens-cli: note: " << spec.note << "\n";
+        return spec;
+    }
     for (const auto& p : policies)
         if (parsePolicySpec(p).id != "full") throw ArgumentError("--policy " + p + " needs --budget N|R% or --budgets");
     return BudgetSpec{};

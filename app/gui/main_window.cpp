@@ -423,6 +423,9 @@ QString MainWindow::applySession(const SessionFile& s) {
         if (s.view.colourScale != "linear" && s.view.colourScale != "log" && s.view.colourScale != "power")
             throw ArgumentError("view.colour_scale '" + s.view.colourScale + "' is not linear, log or power");
         note = fingerprintNote(s, dir);
+        // A clamped budget (0, negative, above 100%) runs; the editor shows
+        // the clamped value, the status bar says why.
+        if (!budget.note.empty()) note = budget.note + (note.empty() ? "" : "; " + note);
     } catch (const std::exception& e) {
         return QString::fromStdString(e.what());
     }

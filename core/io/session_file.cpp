@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -63,13 +65,32 @@ void addSafetensors(Fnv1a& h, const fs::path& p) {
     }
 }
 
+// Whether a JSON integer fits T (nlohmann's get<T> would wrap it, or for a
+// float overflow it, which is undefined behaviour).
+template <class T>
+bool fitsInteger(const json& v) {
+    if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    const int64_t s = v.get<int64_t>();
+    if (s < 0) return std::is_signed_v<T> && s >= static_cast<int64_t>(std::numeric_limits<T>::min());
+    return static_cast<uint64_t>(s) <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+}
+
 template <class T>
 T field(const json& j, const char* name, const std::string& source) {
     if (!j.contains(name)) throw FormatError(source, std::string("missing field \"") + name + "\"");
+    const json& v = j.at(name);
+    auto wrong = [&](const char* why) {
+        return FormatError(source, std::string("field \"") + name + "\" " + why + " (" +
+                                       v.dump(-1, ' ', false, json::error_handler_t::replace) + ")");
+    };
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        if (!v.is_number_integer()) throw wrong("must be a whole number");
+        if (!fitsInteger<T>(v)) throw wrong("is out of range");
+    }
     try {
-        return j.at(name).get<T>();
+        return v.get<T>();
     } catch (const json::exception&) {
-        throw FormatError(source, std::string("field \"") + name + "\" has the wrong type (" + j.at(name).dump() + ")");
+        throw wrong("has the wrong type");
     }
 }
 
@@ -97,7 +118,9 @@ json sessionToJson(const SessionFile& s) {
 
 SessionFile sessionFromJson(const json& j, const std::string& source) {
     if (!j.is_object()) throw FormatError(source, "not a KVLens session (expected a JSON object)");
-    if (j.value("format", "") != kFormat) throw FormatError(source, "not a KVLens session (\"format\" is not \"kvlens-session\")");
+    // (j.value() would throw nlohmann's type_error for a "format" that is not a string.)
+    if (!j.contains("format") || j["format"] != kFormat)
+        throw FormatError(source, "not a KVLens session (\"format\" is not \"kvlens-session\")");
     const int version = field<int>(j, "version", source);
     if (version > SessionFile::kVersion)
         throw FormatError(source, "written by a newer KVLens (session version " + std::to_string(version) +
@@ -151,8 +174,9 @@ SessionFile loadSession(const fs::path& file) {
     return sessionFromJson(j, file.string());
 }
 
-std::string modelFingerprint(const fs::path& dir) {
-    if (!fs::exists(dir / "config.json")) throw FormatError((dir / "config.json").string(), "missing: not a model directory");
+namespace {
+
+std::string fingerprintFiles(const fs::path& dir) {
     Fnv1a h;
     addFile(h, dir / "config.json");
     if (fs::exists(dir / "tokenizer.json")) addFile(h, dir / "tokenizer.json");
@@ -162,6 +186,18 @@ std::string modelFingerprint(const fs::path& dir) {
     std::sort(shards.begin(), shards.end());
     for (const auto& p : shards) addSafetensors(h, p);
     return "fnv1a64:" + h.hex();
+}
+
+}  // namespace
+
+std::string modelFingerprint(const fs::path& dir) {
+    if (!fs::exists(dir / "config.json")) throw FormatError((dir / "config.json").string(), "missing: not a model directory");
+    try {
+        return fingerprintFiles(dir);
+    } catch (const fs::filesystem_error& e) {
+        // The folder changed under us (a file deleted between listing and reading it).
+        throw FormatError(dir.string(), std::string("cannot read the model folder: ") + e.what());
+    }
 }
 
 }  // namespace kvlens

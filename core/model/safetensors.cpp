@@ -141,15 +141,40 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
     f->m_map = map;
     f->m_mapSize = size;
     const auto* bytes = static_cast<const uint8_t*>(map);
+    uint64_t dataOffset = 0;
+    f->m_tensors = parseBytes(bytes, size, file, &f->m_metadata, &dataOffset);
+    f->m_data = bytes + dataOffset;
+    return f;
+}
+
+std::vector<TensorInfo> SafetensorsFile::parseBytes(const uint8_t* bytes, uint64_t size, const std::string& file,
+                                                    std::map<std::string, std::string>* metadata,
+                                                    uint64_t* dataOffset) {
+    if (size < 8) throw FormatError(file, "truncated: shorter than the 8-byte header length");
     uint64_t headerLen = 0;
     for (int i = 7; i >= 0; --i) headerLen = (headerLen << 8) | bytes[i];  // little-endian u64
     if (headerLen > kMaxHeaderBytes || headerLen > size - 8)
         throw FormatError(file, "header length " + std::to_string(headerLen) + " exceeds the file size " +
                                     std::to_string(size) + " (truncated or not a safetensors file)");
     std::string header(reinterpret_cast<const char*>(bytes + 8), headerLen);
-    f->m_data = bytes + 8 + headerLen;
-    f->m_tensors = parseHeader(header, size - 8 - headerLen, file, &f->m_metadata);
-    return f;
+    *dataOffset = 8 + headerLen;
+    return parseHeader(header, size - 8 - headerLen, file, metadata);
+}
+
+std::vector<std::string> parseSafetensorsIndex(const std::string& jsonText, const std::string& file) {
+    auto j = json::parse(jsonText, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw FormatError(file, "not valid JSON");
+    if (!j.contains("weight_map") || !j["weight_map"].is_object())
+        throw FormatError(file, "missing object 'weight_map'");
+    std::vector<std::string> shards;
+    for (const auto& [name, entry] : j["weight_map"].items()) {
+        if (!entry.is_string()) throw FormatError(file, "weight_map['" + name + "'] is not a file name");
+        std::string f = entry.get<std::string>();
+        if (f.empty() || f.find('/') != std::string::npos || f == "..")
+            throw FormatError(file, "weight_map['" + name + "'] names '" + f + "', not a file in the model directory");
+        if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
+    }
+    return shards;
 }
 
 SafetensorsFile::~SafetensorsFile() {

@@ -43,11 +43,17 @@ public:
     // Start of a tensor's bytes (valid while this object lives).
     const uint8_t* data(const TensorInfo& t) const { return m_data + t.begin; }
 
-    // Parses a header held in memory (used by open() and by the fuzzer).
-    // dataSize is the number of bytes that follow the header.
+    // Parses a header held in memory. dataSize is the number of bytes that
+    // follow the header.
     static std::vector<TensorInfo> parseHeader(const std::string& header, uint64_t dataSize,
                                                const std::string& file,
                                                std::map<std::string, std::string>* metadata);
+    // Parses a whole file held in memory (length prefix, header, data bounds;
+    // used by open() and by the fuzzer). *dataOffset receives where the data
+    // section starts.
+    static std::vector<TensorInfo> parseBytes(const uint8_t* bytes, uint64_t size, const std::string& file,
+                                              std::map<std::string, std::string>* metadata,
+                                              uint64_t* dataOffset);
 
 private:
     SafetensorsFile() = default;
@@ -58,6 +64,11 @@ private:
     size_t m_mapSize = 0;
     const uint8_t* m_data = nullptr;
 };
+
+// The shard file names of a model.safetensors.index.json (its "weight_map"
+// values, first appearance order). Throws FormatError naming `file` when the
+// text is not JSON, has no weight_map, or names a path outside the directory.
+std::vector<std::string> parseSafetensorsIndex(const std::string& jsonText, const std::string& file);
 
 struct TensorBlob {
     std::string name;

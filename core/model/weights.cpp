@@ -2,11 +2,8 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
 #include <fstream>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -36,19 +33,7 @@ std::vector<std::string> shardsFromIndex(const fs::path& indexPath) {
     if (!in) throw FormatError(indexPath.string(), "cannot open");
     std::ostringstream ss;
     ss << in.rdbuf();
-    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) throw FormatError(indexPath.string(), "not valid JSON");
-    if (!j.contains("weight_map") || !j["weight_map"].is_object())
-        throw FormatError(indexPath.string(), "missing object 'weight_map'");
-    std::vector<std::string> shards;
-    for (const auto& [name, file] : j["weight_map"].items()) {
-        if (!file.is_string()) throw FormatError(indexPath.string(), "weight_map['" + name + "'] is not a file name");
-        std::string f = file.get<std::string>();
-        if (f.empty() || f.find('/') != std::string::npos || f == "..")
-            throw FormatError(indexPath.string(), "weight_map['" + name + "'] names '" + f + "', not a file in the model directory");
-        if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
-    }
-    return shards;
+    return parseSafetensorsIndex(ss.str(), indexPath.string());
 }
 
 std::string shapeString(const std::vector<int64_t>& s) {

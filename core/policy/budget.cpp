@@ -49,15 +49,20 @@ BudgetSpec parseBudget(const std::string& raw) {
         double v = 0;
         if (!text::parseReal(t.substr(0, t.size() - 1), &v))
             throw ArgumentError("budget '" + raw + "' is not a percentage; " + kBudgetForms);
-        if (v <= 0 || v > 100) throw ArgumentError("budget '" + raw + "' must be a percentage in (0, 100]");
+        if (v <= 0) {
+            spec.value = 1;
+            spec.note = "budget " + t + " raised to 1 token (a cache holds at least one entry per head)";
+            return spec;
+        }
         spec.kind = BudgetSpec::Kind::Ratio;
-        spec.value = v;
+        spec.value = std::min(v, 100.0);
+        if (v > 100) spec.note = "budget " + t + " clamped to 100% of the prompt";
         return spec;
     }
     int64_t tokens = 0;
     if (!text::parseInt(t, &tokens)) throw ArgumentError("budget '" + raw + "' is not a whole number; " + kBudgetForms);
-    if (tokens < 1) throw ArgumentError("budget '" + raw + "' must be at least 1 token");
-    spec.value = static_cast<double>(tokens);
+    spec.value = static_cast<double>(std::max<int64_t>(tokens, 1));
+    if (tokens < 1) spec.note = "budget " + t + " raised to 1 token (a cache holds at least one entry per head)";
     return spec;
 }
 
@@ -65,9 +70,10 @@ BudgetSpec parseLayerBudgets(const std::string& raw) {
     BudgetSpec spec;
     for (const auto& item : text::split(raw, ',')) {
         int64_t v = 0;
-        if (!text::parseInt(text::trimmed(item), &v) || v < 1)
-            throw ArgumentError("per-layer budgets '" + raw + "': '" + item + "' is not a whole number >= 1");
-        spec.perLayer.push_back(v);
+        if (!text::parseInt(text::trimmed(item), &v))
+            throw ArgumentError("per-layer budgets '" + raw + "': '" + item + "' is not a whole number");
+        if (v < 1) spec.note = "per-layer budgets below 1 raised to 1 ('" + raw + "')";
+        spec.perLayer.push_back(std::max<int64_t>(v, 1));
     }
     if (spec.perLayer.empty())
         throw ArgumentError("per-layer budgets '" + raw + "': expected one whole number per layer, e.g. 64,48,32");
@@ -142,8 +148,10 @@ LayerBudgets allocateBudgets(Allocator allocator, int64_t B, int64_t W, int64_t 
     return out;
 }
 
-LayerBudgets policyBudgets(const PolicyConfig& config, const BudgetSpec& spec, int64_t promptLength,
-                           int64_t numLayers) {
+namespace {
+
+LayerBudgets allocateFor(const PolicyConfig& config, const BudgetSpec& spec, int64_t promptLength,
+                         int64_t numLayers) {
     const int64_t B = resolveBudget(spec, promptLength);
     if (!spec.perLayer.empty())
         return allocateBudgets(Allocator::Custom, B, 0, promptLength, numLayers, 0, spec.perLayer);
@@ -151,6 +159,16 @@ LayerBudgets policyBudgets(const PolicyConfig& config, const BudgetSpec& spec, i
     if (!pyramid) return allocateBudgets(Allocator::Uniform, B, 0, promptLength, numLayers, 0);
     const int64_t W = config.has("window") ? config.getInt("window") : 0;
     return allocateBudgets(Allocator::Pyramid, B, W, promptLength, numLayers, config.getReal("beta"));
+}
+
+}  // namespace
+
+LayerBudgets policyBudgets(const PolicyConfig& config, const BudgetSpec& spec, int64_t promptLength,
+                           int64_t numLayers) {
+    LayerBudgets out = allocateFor(config, spec, promptLength, numLayers);
+    // The clamp of what the user typed comes first: it is the one they did not expect.
+    if (!spec.note.empty()) out.note = out.note.empty() ? spec.note : spec.note + "; " + out.note;
+    return out;
 }
 
 }  // namespace kvlens

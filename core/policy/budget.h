@@ -16,12 +16,15 @@ struct BudgetSpec {
     Kind kind = Kind::Tokens;
     double value = 0;                 // tokens, or percent of the prompt length
     std::vector<int64_t> perLayer;    // --budgets b0,b1,... (custom allocator); overrides value
+    std::string note;                 // how the text given was clamped, empty if it was not
     std::string text() const;         // "64", "25%", "64,48,32"
 };
 
-// "64" or "25%" (throws ArgumentError with the text and why).
+// "64" or "25%". Numbers outside the range are clamped with a note (0 or
+// negative tokens/percent -> 1 token, above 100% -> 100%); text that is not
+// a number throws ArgumentError with the text and why.
 BudgetSpec parseBudget(const std::string& text);
-// "64,48,32" (one per layer).
+// "64,48,32" (one per layer); values below 1 are raised to 1 with a note.
 BudgetSpec parseLayerBudgets(const std::string& text);
 
 enum class Allocator { Uniform, Pyramid, Custom };

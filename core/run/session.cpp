@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/model/model.h"
+#include "core/run/memory_guard.h"
 #include "core/run/parallel_runs.h"
 #include "core/run/policy_run.h"
 #include "core/run/sampler.h"
@@ -55,6 +56,8 @@ struct Session::Impl {
             });
         });
     }
+    std::shared_ptr<const Trace> start();
+    std::shared_ptr<const Trace> step();
     void appendLabels(const std::vector<int64_t>& ids);
     void measure();
     std::shared_ptr<const Trace> trace() const;
@@ -108,46 +111,69 @@ void Session::setCancelFlag(const std::atomic<bool>* flag) { m->cancel = flag; }
 
 std::shared_ptr<const Trace> Session::start() {
     if (m->started) throw Error("Session::start called twice");
-    at::NoGradGuard noGrad;
-    m->checkCancel();
-    m->eachRun([&](size_t r, const std::function<void()>& check) { m->runs[r]->readPrompt(m->opt.prompt, check); });
-    m->tokens = m->opt.prompt;
-    m->appendLabels(m->opt.prompt);
-    m->started = true;
-    m->measure();
-    return m->trace();
+    try {
+        return m->start();
+    } catch (const Cancelled&) {
+        throw;
+    } catch (...) {
+        const size_t runs = m->runs.size();
+        rethrowAllocationFailure("reading a prompt of " + std::to_string(m->opt.prompt.size()) + " tokens with " +
+                                 std::to_string(runs) + (runs == 1 ? " run" : " runs"));
+    }
 }
 
 std::shared_ptr<const Trace> Session::step() {
     if (!m->started) throw Error("Session::step before start");
+    try {
+        return m->step();
+    } catch (const Cancelled&) {
+        throw;
+    } catch (...) {
+        rethrowAllocationFailure("decode step " + std::to_string(m->steps + 1) + " at " +
+                                 std::to_string(m->tokens.size()) + " tokens");
+    }
+}
+
+std::shared_ptr<const Trace> Session::Impl::start() {
     at::NoGradGuard noGrad;
-    m->checkCancel();
-    const size_t R = m->runs.size();
+    checkCancel();
+    eachRun([&](size_t r, const std::function<void()>& check) { runs[r]->readPrompt(opt.prompt, check); });
+    tokens = opt.prompt;
+    appendLabels(opt.prompt);
+    started = true;
+    measure();
+    return trace();
+}
+
+std::shared_ptr<const Trace> Session::Impl::step() {
+    at::NoGradGuard noGrad;
+    checkCancel();
+    const size_t R = runs.size();
     std::vector<int64_t> next(R);
-    if (m->opt.teacherForced) {
-        const int64_t s = m->steps;
-        const int64_t t = s < static_cast<int64_t>(m->opt.continuation.size()) ? m->opt.continuation[s]
-                                                                              : m->samplers[0].next(m->runs[0]->logits());
-        if (t < 0 || t >= m->model->config().vocabSize)
+    if (opt.teacherForced) {
+        const int64_t s = steps;
+        const int64_t t = s < static_cast<int64_t>(opt.continuation.size()) ? opt.continuation[s]
+                                                                           : samplers[0].next(runs[0]->logits());
+        if (t < 0 || t >= model->config().vocabSize)
             throw ArgumentError("continuation token id " + std::to_string(t) + " is outside the vocabulary");
         next.assign(R, t);
         // The token read next is the target every run's last prediction is scored on.
         for (size_t r = 0; r < R; ++r)
-            m->metrics[r].back().targetLogProb = at::log_softmax(m->runs[r]->logits().to(at::kDouble), -1)[t].item<double>();
+            metrics[r].back().targetLogProb = at::log_softmax(runs[r]->logits().to(at::kDouble), -1)[t].item<double>();
     } else {
-        for (size_t r = 0; r < R; ++r) next[r] = m->samplers[r].next(m->runs[r]->logits());
+        for (size_t r = 0; r < R; ++r) next[r] = samplers[r].next(runs[r]->logits());
     }
-    m->checkCancel();
-    m->eachRun([&](size_t r, const std::function<void()>& check) {
+    checkCancel();
+    eachRun([&](size_t r, const std::function<void()>& check) {
         check();
-        m->runs[r]->readToken(next[r]);
-        m->generated[r].push_back(next[r]);
+        runs[r]->readToken(next[r]);
+        generated[r].push_back(next[r]);
     });
-    m->tokens.push_back(next[0]);
-    m->appendLabels({next[0]});
-    ++m->steps;
-    m->measure();
-    return m->trace();
+    tokens.push_back(next[0]);
+    appendLabels({next[0]});
+    ++steps;
+    measure();
+    return trace();
 }
 
 void Session::Impl::measure() {

@@ -142,6 +142,21 @@ TEST_F(CliTest, BadArgumentsGiveOneClearLine) {
     EXPECT_NE(run("").code, 0);
 }
 
+// Budgets outside [1, T] run clamped and say so on stderr; unknown policies
+// and parameters are one clear line (SPEC "Reliability").
+TEST_F(CliTest, OutOfRangeBudgetsRunWithANoteAndBadPoliciesFail) {
+    const std::string base = "compare --model " + quote(model()) + " --prompt-ids 3,1,4,1,5,9,2,6 --steps 2 --policy h2o";
+    for (const std::string budget : {"0", "-5", "150%"}) {
+        CliRun r = run(base + " --budget=" + budget);
+        EXPECT_EQ(r.code, 0) << budget << ": " << r.err;
+        EXPECT_NE(r.err.find("kvlens-cli: note: budget " + budget), std::string::npos) << r.err;
+        EXPECT_NE(r.out.find("note: budget " + budget), std::string::npos) << "the table shows it too: " << r.out;
+    }
+    expectOneLineError(base + " --budget 8 --policy nosuch", "nosuch");
+    expectOneLineError(base + " --budget 8 --policy h2o:frobs=3", "frobs");
+    expectOneLineError(base + " --budget 8 --policy snapkv:window=-4", "window");
+}
+
 TEST_F(CliTest, NeedleGridWithAUserHaystack) {
     const fs::path hay = s_dir->path() / "haystack.txt";
     std::ofstream(hay) << "w1 w2 w3 w4 . w5 w6 w7 . w8 w9 w10 w11 w12 .\nw13 w14 . w15 w16 w17 w18 .";

@@ -5,6 +5,7 @@
 // and kvlens-cli export writing the same PNG as the GUI's export.
 #include <QImage>
 #include <QProcess>
+#include <QStatusBar>
 #include <QSvgRenderer>
 #include <QTemporaryDir>
 #include <QMenu>
@@ -19,6 +20,7 @@
 #include "core/io/export_data.h"
 #include "core/io/needle_io.h"
 #include "core/io/session_file.h"
+#include "core/paths.h"
 #include "gui_test_main.h"
 #include "widgets/comparison_view.h"
 #include "widgets/needle_panel.h"
@@ -208,6 +210,65 @@ private Q_SLOTS:
 
         QCOMPARE(w.promptEditor()->text(), prompt);  // nothing changed
         QCOMPARE(w.files()->currentFile(), QString());
+    }
+
+    // The bad-input suite through the window (tests/robustness has the core
+    // side): a broken model folder, the model folder deleted while in use,
+    // sessions the fuzzer broke and out-of-range budgets. Every case reports
+    // or notes, and the window goes on running edits.
+    void badInputsLeaveTheWindowWorking() {
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        prepare(w, dir, &reported);
+        // A copy of the bundled model: the window runs on it, then it is deleted.
+        const QString copy = dir.filePath(QStringLiteral("model"));
+        QVERIFY(QDir().mkpath(copy));
+        for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+            QVERIFY(QFile::copy(QString::fromStdString((bundledModelDir() / f).string()), copy + "/" + f));
+        w.start(copy);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        QVERIFY(QDir(copy).removeRecursively());
+        w.promptEditor()->setText(QStringLiteral("the model folder is gone but the model is loaded"));
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt.startsWith("the model folder"), 60000);
+        QVERIFY(w.files()->saveSession(dir.filePath(QStringLiteral("after-delete.kvlens.json"))));
+
+        // A truncated model: refused with the file named; the loaded model stays.
+        const QString broken = dir.filePath(QStringLiteral("broken"));
+        QVERIFY(QDir().mkpath(broken));
+        QVERIFY(QFile::copy(QString::fromStdString((bundledModelDir() / "config.json").string()), broken + "/config.json"));
+        QFile weights(broken + "/model.safetensors");
+        QVERIFY(weights.open(QIODevice::WriteOnly));
+        weights.write(QByteArray(100, '\x7f'));
+        weights.close();
+        QSignalSpy failed(w.controller(), &Controller::modelFailed);
+        w.controller()->loadModel(broken, RunSettings{});
+        QVERIFY(failed.wait(30000));
+        QVERIFY2(failed.at(0).at(0).toString().contains(QStringLiteral("model.safetensors")),
+                 qPrintable(failed.at(0).at(0).toString()));
+        QVERIFY(w.controller()->modelReady());
+        w.promptEditor()->setText(QStringLiteral("still running on the model that loaded"));
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt.startsWith("still running"), 60000);
+
+        // Sessions: a "format" that is not a string (tests/fuzz found it) and
+        // an unknown policy are reported; a budget of 0 opens, clamped, with
+        // the note in the policy's column header.
+        const int before = reported.texts.size();
+        QVERIFY(!w.files()->openSession(writeText(dir.filePath(QStringLiteral("fuzzed.json")), "{\"format\": 99999999999}")));
+        QVERIFY2(reported.texts.value(before).contains(QStringLiteral("not a KVLens session")),
+                 qPrintable(reported.texts.value(before)));
+        SessionFile unknown = exampleSession();
+        unknown.policies = {"nosuch"};
+        QVERIFY(!w.files()->openSession(writeText(dir.filePath(QStringLiteral("unknown.json")), sessionToJson(unknown).dump())));
+        QVERIFY2(reported.texts.value(before + 1).contains(QStringLiteral("nosuch")), qPrintable(reported.texts.value(before + 1)));
+        SessionFile zero = exampleSession();
+        zero.policies = {"h2o"};
+        zero.budget = "0";
+        QVERIFY(w.files()->openSession(writeText(dir.filePath(QStringLiteral("zero.json")), sessionToJson(zero).dump())));
+        const QString status = w.statusBar()->currentMessage();
+        QVERIFY2(status.contains(QStringLiteral("budget 0 raised to 1")), qPrintable(status));
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt == QLatin1String(kPrompt), 60000);
+        QCOMPARE(w.controller()->history().back()->policies[1].layers[0].budget, int64_t{1});
     }
 
     void exportsFromTheGuiAreValidAndRoundTrip() {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/eval/vocabulary.h"
@@ -115,6 +116,27 @@ TEST_F(SessionFileTest, CorruptedFutureAndIncompleteFilesSayWhatIsWrong) {
     badPolicy.policies = {"nosuchpolicy"};
     auto tok = std::make_shared<const Tokenizer>(Tokenizer::fromFile(model() / "tokenizer.json"));
     EXPECT_THROW(sessionOptionsFrom(badPolicy, tok), ArgumentError);
+}
+
+// Inputs tests/fuzz/fuzz_session found (kept in its seed corpus too): a
+// "format" that is not a string escaped as nlohmann::type_error (a crash in
+// the GUI's open path), numbers too large for their field were converted
+// with undefined behaviour (UBSan), and out-of-range integers wrapped.
+TEST_F(SessionFileTest, FuzzerFindingsAreFormatErrors) {
+    using nlohmann::json;
+    EXPECT_NE(formatError([] { sessionFromJson(json::parse(R"({"format": 99999999999})")); }).find("not a KVLens session"),
+              std::string::npos);
+    const json good = sessionToJson(example(model()));
+    for (const auto& [path, value, says] : std::vector<std::tuple<json::json_pointer, json, std::string>>{
+             {json::json_pointer("/version"), 1e300, "\"version\" must be a whole number"},
+             {json::json_pointer("/version"), 4294967297ull, "\"version\" is out of range"},
+             {json::json_pointer("/decode_steps"), -1e300, "\"decode_steps\" must be a whole number"},
+             {json::json_pointer("/sampling/seed"), -1, "\"seed\" is out of range"},
+             {json::json_pointer("/view/layer"), 18446744073709551615ull, "\"layer\" is out of range"}}) {
+        json j = good;
+        j[path] = value;
+        EXPECT_NE(formatError([&] { sessionFromJson(j); }).find(says), std::string::npos) << path.to_string();
+    }
 }
 
 TEST_F(SessionFileTest, FingerprintFollowsTheWeights) {

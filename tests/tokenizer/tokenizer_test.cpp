@@ -150,7 +150,8 @@ TEST(SplitPreTokenizer, InvertedRegexKeepsMatches)
 TEST(Metaspace, PrependSchemeAndSplit)
 {
     const json vocab = {{"<unk>", 0}, {"hi", 1}, {"\u2581hi", 2}, {"\u2581there", 3}, {"<s>", 4}};
-    const json added = {addedToken(4, "<s>", true)};
+    // json::array: a one-element braced list of json is a copy under clang, an array under gcc.
+    const json added = json::array({addedToken(4, "<s>", true)});
     const auto tokenizer = [&](const char* scheme, bool split) {
         const json pre = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", split}};
         const json dec = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", split}};
