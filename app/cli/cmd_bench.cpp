@@ -89,6 +89,15 @@ std::pair<Timing, Timing> timePair(const Model& model, const PolicyConfig& cfg, 
     Timing tf, tp;
     tf.promptMs = timed([&] { full.readPrompt(prompt, {}); }).wall;
     tp.promptMs = timed([&] { run.readPrompt(prompt, {}); }).wall;
+    if (cfg.schedule == Schedule::PrefillOnce) {
+        // Their verdict rests on the prompt's extra cost, a difference of two
+        // prompt times: the faster of two reads of each (the other order
+        // second), so that one disturbed read does not decide it.
+        PolicyRun full2(model, parsePolicySpec("full"), BudgetSpec{}, context, CaptureTarget{});
+        PolicyRun run2(model, cfg, budget, context, CaptureTarget{});
+        tp.promptMs = std::min(tp.promptMs, timed([&] { run2.readPrompt(prompt, {}); }).wall);
+        tf.promptMs = std::min(tf.promptMs, timed([&] { full2.readPrompt(prompt, {}); }).wall);
+    }
     const double policyAfterPrompt = run.policySeconds();
     std::vector<double> sf, sp, ratios, cpuRatios;
     const int64_t warmup = 2;
