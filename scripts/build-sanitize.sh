@@ -6,6 +6,6 @@
 # scripts/run-tests.sh runs them in the same CTest invocation as build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DKVLENS_GUI=OFF -DKVLENS_SANITIZE=ON -DKVLENS_FUZZ=ON "$@" >/dev/null
 cmake --build build-asan -j "${KVLENS_JOBS:-2}" --target kvlens_sanitized kvlens_fuzzers
