@@ -82,7 +82,7 @@ void addTrainCommand(CLI::App& app) {
     a->add(*cmd, &TrainOptions::needleFraction, "--needle-fraction", "share of haystack-style documents");
     a->add(*cmd, &TrainOptions::mix, "--mix",
            "corpus mix of the default documents, key=value,...: weights fact, query, entity, entity-query, filler, "
-           "list, repeat; probabilities restate, recent, reverse");
+           "list, repeat; probabilities restate, recent, reverse; code lengths digits-min, digits-max");
     a->add(*cmd, &TrainOptions::answerWeight, "--answer-weight", "loss weight of answer tokens (facts, entities, copies)");
     a->add(*cmd, &TrainOptions::positionalHeads, "--positional-heads",
            "offsets, e.g. 1,2,3: layer 0's first query heads start as heads attending that many tokens back");

@@ -464,16 +464,24 @@ CorpusOptions applyCorpusMix(CorpusOptions o, const std::string& mix)
         double CorpusOptions::*field = nullptr;
         for (const auto& [name, f] : keys)
             if (key == name) field = f;
-        if (!field) {
+        int CorpusOptions::*intField = key == "digits-min" ? &CorpusOptions::codeDigitsMin
+                                       : key == "digits-max" ? &CorpusOptions::codeDigitsMax
+                                                             : nullptr;
+        if (!field && !intField) {
             std::string known;
             for (const auto& k : keys) known += std::string(known.empty() ? "" : ", ") + k.first;
+            known += ", digits-min, digits-max";
             throw ArgumentError("corpus mix: unknown key '" + key + "' in '" + mix + "' (known: " + known + ")");
         }
         try {
             if (eq == std::string::npos) throw std::invalid_argument("no value");
             size_t used = 0;
             const std::string value = item.substr(eq + 1);
-            o.*field = std::stod(value, &used);
+            if (field) {
+                o.*field = std::stod(value, &used);
+            } else {
+                o.*intField = std::stoi(value, &used);
+            }
             if (used != value.size()) throw std::invalid_argument("trailing text");
         } catch (const std::exception&) {
             throw ArgumentError("corpus mix: '" + item + "' is not key=number");

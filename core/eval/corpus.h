@@ -86,7 +86,7 @@ CorpusOptions needleStyleOptions();
 
 // `base` with the overrides of a mix text "key=value,key=value": weights
 // fact, query, entity, entity-query, filler, list, repeat; probabilities
-// restate, recent, reverse. Empty text: `base`. Throws ArgumentError naming
+// restate, recent, reverse; code lengths digits-min, digits-max. Empty text: `base`. Throws ArgumentError naming
 // the bad item (unknown key, not a number, out of range).
 CorpusOptions applyCorpusMix(CorpusOptions base, const std::string& mix);
 

@@ -207,13 +207,16 @@ namespace {
 // --answer-weight moves the loss toward the answer tokens only.
 TEST(Train, CorpusMixAndAnswerWeight) {
     const eval::CorpusOptions base;
-    const eval::CorpusOptions mixed = eval::applyCorpusMix(base, "query=8,filler=0.5,recent=0.9");
+    const eval::CorpusOptions mixed = eval::applyCorpusMix(base, "query=8,filler=0.5,recent=0.9,digits-min=2,digits-max=3");
+    EXPECT_EQ(mixed.codeDigitsMin, 2);
+    EXPECT_EQ(mixed.codeDigitsMax, 3);
     EXPECT_EQ(mixed.factQueryWeight, 8.0);
     EXPECT_EQ(mixed.fillerWeight, 0.5);
     EXPECT_EQ(mixed.recentQueryProbability, 0.9);
     EXPECT_EQ(mixed.factWeight, base.factWeight);
     EXPECT_EQ(eval::applyCorpusMix(base, "").factQueryWeight, base.factQueryWeight);
-    for (const char* bad : {"queries=2", "query", "query=x", "recent=1.5", "filler=-1", "query=2junk"}) {
+    for (const char* bad : {"queries=2", "query", "query=x", "recent=1.5", "filler=-1", "query=2junk", "digits-min=0",
+                            "digits-max=2.5", "digits-min=5,digits-max=3"}) {
         try {
             eval::applyCorpusMix(base, bad);
             ADD_FAILURE() << bad << " was accepted";
