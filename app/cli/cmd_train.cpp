@@ -82,7 +82,12 @@ void addTrainCommand(CLI::App& app) {
     a->add(*cmd, &TrainOptions::needleFraction, "--needle-fraction", "share of haystack-style documents");
     a->add(*cmd, &TrainOptions::mix, "--mix",
            "corpus mix of the default documents, key=value,...: weights fact, query, entity, entity-query, filler, "
-           "list, repeat; probabilities restate, recent, reverse; code lengths digits-min, digits-max");
+           "list, repeat; probabilities restate, recent, reverse; code lengths digits-min, digits-max; facts-max (codes per "
+           "document, 0: no limit)");
+    a->add(*cmd, &TrainOptions::needleMix, "--needle-mix",
+           "the same overrides for the haystack-style documents (e.g. facts-max=1)");
+    a->add(*cmd, &TrainOptions::initFrom, "--init-from",
+           "start from this model directory's weights (same shape; fresh optimizer and schedule): a recipe's next phase");
     a->add(*cmd, &TrainOptions::answerWeight, "--answer-weight", "loss weight of answer tokens (facts, entities, copies)");
     a->add(*cmd, &TrainOptions::positionalHeads, "--positional-heads",
            "offsets, e.g. 1,2,3: layer 0's first query heads start as heads attending that many tokens back");

@@ -191,6 +191,7 @@ std::vector<std::pair<std::string, std::string>> unusedPairs(const State& st, Wo
 
 std::optional<Segment> makeFact(Rng& rng, const CorpusOptions& opt, const State& st)
 {
+    if (opt.maxFacts > 0 && st.facts.size() >= static_cast<size_t>(opt.maxFacts)) return std::nullopt;
     const auto keys = unusedPairs(st, WordClass::Colour, WordClass::Object);
     if (keys.empty()) return std::nullopt;
     const auto& [colour, object] = rng.pick(keys);
@@ -346,8 +347,9 @@ std::optional<Segment> makeRepeat(Rng& rng, const State& st)
 
 Kind pickKind(Rng& rng, const CorpusOptions& opt, const State& st)
 {
+    const bool factsFull = opt.maxFacts > 0 && st.facts.size() >= static_cast<size_t>(opt.maxFacts);
     double w[static_cast<int>(Kind::Count_)] = {
-        opt.factWeight,
+        factsFull ? 0.0 : opt.factWeight,
         st.facts.empty() ? 0.0 : opt.factQueryWeight,
         opt.entityWeight,
         st.entities.empty() ? 0.0 : opt.entityQueryWeight,
@@ -419,6 +421,7 @@ void validate(const CorpusOptions& o, int64_t length)
     for (double p : {o.restateProbability, o.recentQueryProbability, o.reverseQueryProbability}) {
         requireOption(p >= 0 && p <= 1, "probabilities must lie in [0, 1]");
     }
+    requireOption(o.maxFacts >= 0, "facts-max must be >= 0 (0: no limit)");
     requireOption(o.codeDigitsMin >= 1 && o.codeDigitsMin <= o.codeDigitsMax && o.codeDigitsMax <= 16,
                   "code digits must satisfy 1 <= min <= max <= 16");
     requireOption(o.fillerMinWords >= kMinSentence && o.fillerMinWords <= o.fillerMaxWords,
@@ -464,13 +467,14 @@ CorpusOptions applyCorpusMix(CorpusOptions o, const std::string& mix)
         double CorpusOptions::*field = nullptr;
         for (const auto& [name, f] : keys)
             if (key == name) field = f;
-        int CorpusOptions::*intField = key == "digits-min" ? &CorpusOptions::codeDigitsMin
+        int CorpusOptions::*intField = key == "digits-min"  ? &CorpusOptions::codeDigitsMin
                                        : key == "digits-max" ? &CorpusOptions::codeDigitsMax
+                                       : key == "facts-max"  ? &CorpusOptions::maxFacts
                                                              : nullptr;
         if (!field && !intField) {
             std::string known;
             for (const auto& k : keys) known += std::string(known.empty() ? "" : ", ") + k.first;
-            known += ", digits-min, digits-max";
+            known += ", digits-min, digits-max, facts-max";
             throw ArgumentError("corpus mix: unknown key '" + key + "' in '" + mix + "' (known: " + known + ")");
         }
         try {

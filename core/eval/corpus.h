@@ -65,6 +65,11 @@ struct CorpusOptions {
 
     int codeDigitsMin = 4;  // digits of a code; the needle probe uses 4
     int codeDigitsMax = 4;
+    // At most this many codes per document (0: no limit); further fact
+    // draws become filler. With 1 every query has one code to copy, the
+    // needle probe's situation, which a small model learns long before it
+    // learns to tell several codes apart by their keys.
+    int maxFacts = 0;
     // A fact query restates ("the code for the red door is" -> digits)
     // instead of asking; the needle of the issue is this completion form.
     double restateProbability = 0.3;
@@ -86,7 +91,7 @@ CorpusOptions needleStyleOptions();
 
 // `base` with the overrides of a mix text "key=value,key=value": weights
 // fact, query, entity, entity-query, filler, list, repeat; probabilities
-// restate, recent, reverse; code lengths digits-min, digits-max. Empty text: `base`. Throws ArgumentError naming
+// restate, recent, reverse; code lengths digits-min, digits-max; facts-max. Empty text: `base`. Throws ArgumentError naming
 // the bad item (unknown key, not a number, out of range).
 CorpusOptions applyCorpusMix(CorpusOptions base, const std::string& mix);
 

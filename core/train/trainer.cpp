@@ -105,7 +105,7 @@ void writeTextAtomically(const fs::path& file, const std::string& text) {
 json optionsJson(const TrainOptions& o) {
     return {{"seed", o.seed}, {"steps", o.steps}, {"batch", o.batch}, {"curriculum", o.curriculum},
             {"lr", o.lr}, {"min_lr", o.minLr}, {"warmup_steps", o.warmupSteps}, {"weight_decay", o.weightDecay},
-            {"grad_clip", o.gradClip}, {"needle_fraction", o.needleFraction}, {"mix", o.mix},
+            {"grad_clip", o.gradClip}, {"needle_fraction", o.needleFraction}, {"mix", o.mix}, {"needle_mix", o.needleMix}, {"init_from", o.initFrom},
             {"answer_weight", o.answerWeight}, {"positional_heads", o.positionalHeads},
             {"checkpoint_every", o.checkpointEvery}, {"threads", o.threads},
             {"save_dtype", o.saveDtype == SaveDtype::F32 ? "f32" : o.saveDtype == SaveDtype::BF16 ? "bf16" : "auto"},
@@ -121,6 +121,8 @@ TrainOptions optionsFromJson(const json& j, const fs::path& dir) {
     o.warmupSteps = j.at("warmup_steps"); o.weightDecay = j.at("weight_decay"); o.gradClip = j.at("grad_clip");
     o.needleFraction = j.at("needle_fraction"); o.checkpointEvery = j.at("checkpoint_every");
     o.mix = j.value("mix", std::string());  // absent in checkpoints written before the option existed
+    o.needleMix = j.value("needle_mix", std::string());
+    o.initFrom = j.value("init_from", std::string());
     o.answerWeight = j.value("answer_weight", 1.0);
     o.positionalHeads = j.value("positional_heads", std::string());
     o.threads = j.at("threads");
@@ -209,6 +211,7 @@ void validate(const TrainOptions& o) {
     if (o.needleFraction < 0 || o.needleFraction > 1) throw ArgumentError("train: needle fraction outside [0, 1]");
     if (!(o.answerWeight > 0)) throw ArgumentError("train: the answer weight must be > 0");
     eval::applyCorpusMix({}, o.mix);  // throws naming the bad item
+    eval::applyCorpusMix(eval::needleStyleOptions(), o.needleMix);
     parseOffsets(o.positionalHeads);
     for (const auto& s : parseCurriculum(o.curriculum))
         if (s.seqLen > o.maxPositions)
@@ -408,7 +411,8 @@ void writeModelDir(const TrainableModel& m, const fs::path& dir, bool bf16) {
 TrainSequence trainingSequence(const TrainOptions& o, int64_t step, int64_t index, int64_t seqLen) {
     eval::Rng rng(splitmix(splitmix(splitmix(o.seed) ^ uint64_t(step)) ^ uint64_t(index)));
     const bool needle = rng.chance(o.needleFraction);
-    const eval::CorpusOptions co = needle ? eval::needleStyleOptions() : eval::applyCorpusMix({}, o.mix);
+    const eval::CorpusOptions co = needle ? eval::applyCorpusMix(eval::needleStyleOptions(), o.needleMix)
+                                          : eval::applyCorpusMix({}, o.mix);
     const eval::Document doc = eval::generateDocument(co, rng.next(), seqLen - 1);
     const auto& vocab = eval::Vocabulary::bundled();
     TrainSequence s;
@@ -469,8 +473,25 @@ TrainResult train(const TrainOptions& o, const TrainProgress& progress) {
     } else {
         if (fs::exists(checkpointDir(o.outDir)))
             throw ArgumentError(o.outDir.string() + " already holds a training run: resume it or choose another directory");
-        m = initModel(trainConfig(o), o.seed);
-        initPositionalHeads(m, parseOffsets(o.positionalHeads));
+        if (o.initFrom.empty()) {
+            m = initModel(trainConfig(o), o.seed);
+            initPositionalHeads(m, parseOffsets(o.positionalHeads));
+        } else {
+            // A training run's folder: its exact f32 checkpoint, not the BF16 copy beside it.
+            const fs::path from = fs::exists(checkpointDir(o.initFrom) / "model.safetensors") ? checkpointDir(o.initFrom)
+                                                                                               : fs::path(o.initFrom);
+            m = loadTrainable(from);
+            const ModelConfig want = trainConfig(o);
+            const ModelConfig& got = m.config;
+            if (got.numLayers != want.numLayers || got.hiddenSize != want.hiddenSize || got.numHeads != want.numHeads ||
+                got.numKvHeads != want.numKvHeads || got.intermediateSize != want.intermediateSize ||
+                got.vocabSize != want.vocabSize)
+                throw ArgumentError("train: --init-from " + o.initFrom +
+                                    " has another shape than the options (give the same --layers, --hidden, --heads, "
+                                    "--kv-heads, --intermediate)");
+            m.config = want;  // max positions and RoPE base as the options say
+            assemble(m);
+        }
     }
     std::vector<at::Tensor> params, decay, noDecay;
     for (const auto& p : m.parameters) {

@@ -42,6 +42,13 @@ struct TrainOptions {
     // Overrides of the default documents' CorpusOptions (applyCorpusMix), e.g.
     // "query=8,filler=1,recent=0.5"; empty: the defaults.
     std::string mix;
+    // The same overrides for the haystack-style documents (needleStyleOptions()).
+    std::string needleMix;
+    // Start from the weights of this model directory (as written by a
+    // training run: same shape) instead of a random init; the optimizer,
+    // schedule and batches start afresh. Lets a recipe run in phases with
+    // different data. Empty: random init.
+    std::string initFrom;
     // Loss weight of answer tokens (fact digits, entity answers, copied
     // words) relative to the other tokens: > 1 puts the gradient where
     // retrieval is learnt instead of on unpredictable filler.

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
 
 #include "core/error.h"
 #include "core/eval/corpus.h"
@@ -189,6 +190,33 @@ TEST(Corpus, FactAnswersAreTheIntroducedCodesAtAllDistances)
     EXPECT_EQ(marked, static_cast<size_t>(std::count_if(d.answers.begin(), d.answers.end(), [](const AnswerToken& a) {
                   return a.kind == AnswerKind::Fact;
               })));
+}
+
+// facts-max caps the codes a document introduces; its queries still come
+// (all about the codes it has), and the limit's absence changes nothing.
+TEST(Corpus, FactsMaxCapsTheCodesOfADocument)
+{
+    const auto statements = [](const Document& d) {
+        std::set<Words> keys;
+        for (size_t i = 0; i + 6 < d.words.size(); ++i)
+            if (slice(d.words, i, i + 4) == Words{"the", "code", "for", "the"}) keys.insert(slice(d.words, i + 4, i + 6));
+        return keys.size();
+    };
+    for (int limit : {1, 2, 3}) {
+        CorpusOptions o = applyCorpusMix({}, "facts-max=" + std::to_string(limit));
+        EXPECT_EQ(o.maxFacts, limit);
+        for (uint64_t seed : {1, 2, 3}) {
+            const Document d = generateDocument(o, seed, 1024);
+            EXPECT_LE(statements(d), static_cast<size_t>(limit)) << "seed " << seed;
+            EXPECT_GE(statements(d), 1u) << "seed " << seed;
+            const auto facts = std::count_if(d.answers.begin(), d.answers.end(),
+                                             [](const AnswerToken& a) { return a.kind == AnswerKind::Fact; });
+            EXPECT_GE(facts, 20) << "queries keep coming: seed " << seed;
+        }
+    }
+    EXPECT_GT(statements(generateDocument({}, 1, 1024)), 3u);
+    EXPECT_EQ(generateDocument(applyCorpusMix({}, "facts-max=0"), 4, 512).text, generateDocument({}, 4, 512).text);
+    EXPECT_THROW(applyCorpusMix({}, "facts-max=-1"), kvlens::ArgumentError);
 }
 
 TEST(Corpus, AnswersAreSortedAndEveryKindOccurs)

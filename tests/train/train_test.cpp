@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <set>
 
 #include "core/error.h"
 #include "core/eval/corpus.h"
+#include "core/eval/vocabulary.h"
 #include "core/model/model.h"
 #include "core/train/trainer.h"
 
@@ -249,12 +251,60 @@ TEST(Train, CorpusMixAndAnswerWeight) {
     EXPECT_LE(hits.facts, int64_t(seq.factTargets.size()));
     EXPECT_LE(hits.answers, int64_t(seq.answerTargets.size()));
 
+    // --needle-mix overrides the haystack-style documents the same way.
+    TrainOptions needles = tinyOptions("");
+    needles.needleFraction = 1;
+    needles.needleMix = "facts-max=1,query=8";
+    const TrainSequence ns = trainingSequence(needles, 0, 1, 512);
+    std::set<std::vector<int64_t>> codes;
+    const auto& vocab = eval::Vocabulary::bundled();
+    for (size_t i = 0; i + 6 < ns.tokens.size(); ++i)
+        if (ns.tokens[i] == *vocab.id("code") && ns.tokens[i + 1] == *vocab.id("for"))
+            codes.insert({ns.tokens[i + 3], ns.tokens[i + 4]});
+    EXPECT_EQ(codes.size(), 1u);
+    EXPECT_FALSE(ns.factTargets.empty());
+
     TrainOptions badWeight = tinyOptions(tmpDir("bad_weight"));
     badWeight.answerWeight = 0;
     EXPECT_THROW(train(badWeight), ArgumentError);
     TrainOptions badMix = tinyOptions(tmpDir("bad_mix"));
     badMix.mix = "nope=1";
     EXPECT_THROW(train(badMix), ArgumentError);
+    badMix.mix = "";
+    badMix.needleMix = "facts-max=x";
+    EXPECT_THROW(train(badMix), ArgumentError);
+}
+
+// --init-from starts a new run (step 0, fresh optimizer) from a finished
+// run's exact f32 weights; another shape is refused, naming the option.
+TEST(Train, InitFromContinuesFromAnotherRunsWeights) {
+    const fs::path first = tmpDir("init_first"), second = tmpDir("init_second");
+    TrainOptions a = tinyOptions(first);
+    a.steps = 10;
+    train(a);
+    TrainOptions b = tinyOptions(second);
+    b.steps = 1;
+    b.lr = 1e-12, b.minLr = 0;  // one step that moves nothing measurable
+    b.initFrom = first.string();
+    b.mix = "facts-max=1";
+    const TrainResult r = train(b);
+    EXPECT_EQ(r.startStep, 0);
+    const TrainSequence probe = trainingSequence(a, 500, 0, 48);
+    auto before = Model::load(first / "checkpoint"), after = Model::load(second);
+    EXPECT_LT((logitsOf(*before, probe.tokens) - logitsOf(*after, probe.tokens)).abs().max().item<double>(), 1e-4);
+    TrainOptions loaded = loadTrainOptions(second);
+    EXPECT_EQ(loaded.initFrom, first.string());
+    EXPECT_EQ(loaded.mix, "facts-max=1");
+
+    TrainOptions wrong = tinyOptions(tmpDir("init_wrong"));
+    wrong.initFrom = first.string();
+    wrong.hidden = 64;
+    try {
+        train(wrong);
+        ADD_FAILURE() << "a different shape was accepted";
+    } catch (const ArgumentError& e) {
+        EXPECT_NE(std::string(e.what()).find("--init-from"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace
