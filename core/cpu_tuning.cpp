@@ -19,6 +19,18 @@ const char* preferredOpenBlasCore() {
     return nullptr;
 }
 
+int blasThreads() {
+    using Get = int (*)();
+    static const auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+    return get ? get() : -1;
+}
+
+void setBlasThreads(int threads) {
+    using Set = void (*)(int);
+    static const auto set = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    if (set && threads > 0) set(threads);
+}
+
 namespace {
 
 // True when OpenBLAS runs its pre-AVX fallback kernels on a CPU that has AVX2

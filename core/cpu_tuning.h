@@ -26,6 +26,16 @@ namespace kvlens {
 // The name is historical: it tunes OpenBLAS's kernels and OpenMP's waiting.
 void restartWithTunedBlas(char** argv);
 
+// OpenBLAS built with pthreads (Debian's libopenblas0-pthread) keeps a
+// thread pool of its own, sized by OPENBLAS_NUM_THREADS (default: every
+// core), which at::set_num_threads() does not reach: "--threads 1" still ran
+// every large product on two threads, and two Session runs in parallel each
+// handed their products to the same pool. These read and set that pool's
+// size; blasThreads() is -1 (and setBlasThreads does nothing) when the BLAS
+// is not OpenBLAS.
+int blasThreads();
+void setBlasThreads(int threads);
+
 // The OpenBLAS core type this CPU should use ("SkylakeX", "Haswell"), or
 // nullptr when the CPU has neither AVX-512 nor AVX2.
 const char* preferredOpenBlasCore();

@@ -10,6 +10,7 @@
 // the same size, and the interactive refresh (full + 5 policies, 512 tokens).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <chrono>
@@ -343,7 +344,7 @@ std::vector<std::pair<std::string, BudgetSpec>> atContext(int64_t context) {
 void runBench(const BenchArgs& a) {
     if (a.context < 2) throw ArgumentError("--context must be ≥ 2");
     if (a.steps < 1) throw ArgumentError("--steps must be ≥ 1");
-    at::NoGradGuard noGrad;
+    c10::InferenceMode inference;
     const BenchModel bm = benchModel(a);
     const Model& model = bm.get();
     std::vector<PolicyConfig> policies = a.policy.configs();
@@ -375,7 +376,7 @@ std::vector<PolicyConfig> policiesWith(Schedule schedule) {
 // SPEC "Performance" as one table: each target with its measured ratio and
 // PASS/FAIL. Exit status 0 either way (a measurement, not a test).
 void runQuick(const BenchArgs& a) {
-    at::NoGradGuard noGrad;
+    c10::InferenceMode inference;
     const auto t0 = Clock::now();
     const bool print = !a.json;
     nlohmann::json out{{"threads", at::get_num_threads()}};

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
+#include "core/cpu_tuning.h"
 #include "core/error.h"
 
 namespace kvlens {
@@ -51,7 +52,10 @@ const char* dtypeLabel(c10::ScalarType t) {
 
 void applyThreads(int threads) {
     if (threads < 0) throw ArgumentError("--threads must be ≥ 0 (got " + std::to_string(threads) + ")");
-    if (threads > 0) at::set_num_threads(threads);
+    if (threads > 0) {
+        at::set_num_threads(threads);
+        setBlasThreads(threads);  // OpenBLAS's own pool (cpu_tuning.h)
+    }
 }
 
 std::string describeRunSettings(const RunSettings& s) {

@@ -1,6 +1,7 @@
 #include "core/run/generate.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,7 +27,7 @@ GenerateResult generate(const Model& model, const std::vector<int64_t>& prompt, 
                         const std::function<void(int64_t)>& onToken) {
     if (prompt.empty()) throw ArgumentError("the prompt is empty (no tokens to condition on)");
     if (options.steps < 0) throw ArgumentError("--steps must be ≥ 0");
-    at::NoGradGuard noGrad;
+    c10::InferenceMode inference;  // see Session::Impl::start
     Sampler sampler(options.sampling);
     PolicyRun run(model, options.policy, options.budget, static_cast<int64_t>(prompt.size()), CaptureTarget{});
     GenerateResult r;

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <exception>
@@ -9,29 +10,35 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_tuning.h"
+
 namespace kvlens {
 
-void runInParallel(size_t jobs, size_t workers, const std::function<void(size_t, const std::atomic<bool>&)>& run) {
+void runInParallel(size_t jobs, size_t workers, const std::function<void(size_t, const std::atomic<bool>&)>& run,
+                   const std::vector<size_t>& order) {
     std::atomic<bool> stop{false};
+    const auto job = [&](size_t i) { return order.empty() ? i : order.at(i); };
     if (workers <= 1 || jobs <= 1) {
-        for (size_t i = 0; i < jobs; ++i) run(i, stop);
+        for (size_t i = 0; i < jobs; ++i) run(job(i), stop);
         return;
     }
     // Each worker runs its ops on one thread: with OpenMP every thread that
     // enters a parallel region brings its own team, so W workers at the
     // default would spin W x N threads on N cores.
-    const int intraOp = at::get_num_threads();
+    const int intraOp = at::get_num_threads(), blas = blasThreads();
     at::set_num_threads(1);
+    setBlasThreads(1);  // OpenBLAS's pool is shared by every thread: each job multiplies on its own
     std::atomic<size_t> next{0};
     std::exception_ptr error;
     std::mutex errorMutex;
-    const bool gradEnabled = at::GradMode::is_enabled();
+    const bool gradEnabled = at::GradMode::is_enabled(), inference = c10::InferenceMode::is_enabled();
     auto work = [&] {
-        at::AutoGradMode gradMode(gradEnabled);  // grad mode is thread-local
+        at::AutoGradMode gradMode(gradEnabled);  // grad and inference mode are thread-local
+        c10::InferenceMode inferenceMode(inference);
         at::set_num_threads(1);                  // this thread's OpenMP team size
         for (size_t i = next++; i < jobs && !stop.load(); i = next++) {
             try {
-                run(i, stop);
+                run(job(i), stop);
             } catch (...) {
                 std::lock_guard<std::mutex> lock(errorMutex);
                 if (!error) error = std::current_exception();
@@ -44,6 +51,7 @@ void runInParallel(size_t jobs, size_t workers, const std::function<void(size_t,
     work();
     for (auto& t : threads) t.join();
     at::set_num_threads(intraOp);
+    setBlasThreads(blas);
     if (error) std::rethrow_exception(error);
 }
 

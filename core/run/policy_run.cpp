@@ -259,6 +259,10 @@ void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::functi
     m_promptDone = true;
 }
 
+bool PolicyRun::readsPromptTokenByToken() const {
+    return m_policy && m_config.schedule != Schedule::PrefillOnce && prefillBand().empty();
+}
+
 std::vector<PositionBand> PolicyRun::prefillBand() const {
     if (!m_policy || m_config.schedule != Schedule::EveryStep || m_cache.rerotate() || m_cache.seqLen() != 0) return {};
     std::vector<PositionBand> band(m_budgets.perLayer.size());

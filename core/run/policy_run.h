@@ -39,6 +39,10 @@ public:
     // that one batch's attention stays near 24 MiB). For tests and benches.
     void setPrefillChunk(int64_t queries) { m_prefillChunk = queries; }
 
+    // Whether readPrompt() reads (most of) the prompt one token at a time
+    // (every_step / every_n policies without a positional band): by far the
+    // longest prompt read of a Session.
+    bool readsPromptTokenByToken() const;
     // Reads the prompt with this run's schedule; `checkCancel` runs between tokens.
     void readPrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel);
     // Reads one more token (a decode step), trimming when the schedule says.

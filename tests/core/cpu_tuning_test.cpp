@@ -1,4 +1,4 @@
-// core/cpu_tuning: every test binary runs through restartWithTunedBlas (test
+// core/cpu_tuning (and the thread settings that reach OpenBLAS): every test binary runs through restartWithTunedBlas (test
 // main), so this process is the restarted one: OpenMP's threads wait
 // passively unless the user chose a policy, and OpenBLAS runs this CPU's
 // kernels rather than its pre-AVX fallback.
@@ -6,10 +6,16 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/cpu_tuning.h"
+#include "core/model/device_internal.h"
+#include "core/run/parallel_runs.h"
 
 TEST(CpuTuning, TestsRunWithPassiveOpenMpWaiting) {
     const char* tuned = std::getenv("KVLENS_TUNED");
@@ -30,4 +36,46 @@ TEST(CpuTuning, OpenBlasRunsModernKernels) {
     const std::string core = coreName();
     for (const char* old : {"Prescott", "Core2", "Nehalem", "Penryn", "Dunnington", "Atom", "Northwood"})
         EXPECT_NE(core, old) << "OpenBLAS runs its " << core << " fallback kernels";
+}
+
+// --threads reaches OpenBLAS's own pool, and parallel Session runs multiply
+// on their own threads (pool size 1 while they run), restoring it after.
+TEST(CpuTuning, ThreadSettingsReachOpenBlasPool) {
+    const int before = kvlens::blasThreads();
+    if (before < 0) GTEST_SKIP() << "the BLAS is not OpenBLAS";
+    kvlens::applyThreads(1);
+    EXPECT_EQ(kvlens::blasThreads(), 1);
+    kvlens::applyThreads(2);
+    EXPECT_EQ(kvlens::blasThreads(), 2);
+    std::atomic<int> seen{0};
+    kvlens::runInParallel(4, 2, [&](size_t, const std::atomic<bool>&) {
+        if (kvlens::blasThreads() == 1) ++seen;
+    });
+    EXPECT_EQ(seen.load(), 4) << "jobs ran with OpenBLAS's pool at more than one thread";
+    EXPECT_EQ(kvlens::blasThreads(), 2) << "the pool size was not restored";
+    kvlens::setBlasThreads(before);
+}
+
+// Jobs start in the order given (the longest first), each exactly once.
+TEST(ParallelRuns, JobsStartInTheGivenOrder) {
+    std::vector<size_t> started;
+    std::mutex m;
+    kvlens::runInParallel(
+        5, 1,
+        [&](size_t job, const std::atomic<bool>&) {
+            std::lock_guard<std::mutex> lock(m);
+            started.push_back(job);
+        },
+        {3, 1, 4, 0, 2});
+    EXPECT_EQ(started, (std::vector<size_t>{3, 1, 4, 0, 2}));
+    started.clear();
+    kvlens::runInParallel(
+        5, 2,
+        [&](size_t job, const std::atomic<bool>&) {
+            std::lock_guard<std::mutex> lock(m);
+            started.push_back(job);
+        },
+        {4, 3, 2, 1, 0});
+    std::sort(started.begin(), started.end());
+    EXPECT_EQ(started, (std::vector<size_t>{0, 1, 2, 3, 4}));
 }
