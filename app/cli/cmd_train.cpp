@@ -68,10 +68,12 @@ void addTrainCommand(CLI::App& app) {
     auto* cmd = app.add_subcommand("train", "train the bundled model (kvlens-tiny) on the synthetic corpus, on the CPU");
     cmd->add_option("--out", a->out, "output model directory (checkpoint/ and train_log.csv go inside)")->required();
     cmd->add_flag("--resume", a->o.resume,
-                  "continue from the checkpoint in --out with its options; only --steps, --threads, "
+                  "continue from the checkpoint in --out with its options; only --steps, --until, --threads, "
                   "--checkpoint-every (and --save-dtype) may change");
     a->add(*cmd, &TrainOptions::seed, "--seed", "seed of the initial weights and of every batch");
     a->add(*cmd, &TrainOptions::steps, "--steps", "optimizer steps in all");
+    a->add(*cmd, &TrainOptions::until, "--until",
+           "stop after this step although the schedule spans --steps (0: run to --steps)");
     a->add(*cmd, &TrainOptions::batch, "--batch", "sequences per step");
     a->add(*cmd, &TrainOptions::curriculum, "--curriculum", "sequence lengths: LEN:UNTIL_STEP,...,LEN");
     a->add(*cmd, &TrainOptions::lr, "--lr", "peak learning rate");

@@ -107,7 +107,7 @@ json optionsJson(const TrainOptions& o) {
             {"lr", o.lr}, {"min_lr", o.minLr}, {"warmup_steps", o.warmupSteps}, {"weight_decay", o.weightDecay},
             {"grad_clip", o.gradClip}, {"needle_fraction", o.needleFraction}, {"mix", o.mix}, {"needle_mix", o.needleMix}, {"init_from", o.initFrom},
             {"answer_weight", o.answerWeight}, {"positional_heads", o.positionalHeads},
-            {"checkpoint_every", o.checkpointEvery}, {"threads", o.threads},
+            {"checkpoint_every", o.checkpointEvery}, {"until", o.until}, {"threads", o.threads},
             {"save_dtype", o.saveDtype == SaveDtype::F32 ? "f32" : o.saveDtype == SaveDtype::BF16 ? "bf16" : "auto"},
             {"layers", o.layers}, {"hidden", o.hidden}, {"heads", o.heads}, {"kv_heads", o.kvHeads},
             {"intermediate", o.intermediate}, {"max_positions", o.maxPositions}, {"rope_theta", o.ropeTheta}};
@@ -126,6 +126,7 @@ TrainOptions optionsFromJson(const json& j, const fs::path& dir) {
     o.answerWeight = j.value("answer_weight", 1.0);
     o.positionalHeads = j.value("positional_heads", std::string());
     o.threads = j.at("threads");
+    o.until = j.value("until", int64_t{0});
     const std::string d = j.at("save_dtype");
     o.saveDtype = d == "f32" ? SaveDtype::F32 : d == "bf16" ? SaveDtype::BF16 : SaveDtype::Auto;
     o.layers = j.at("layers"); o.hidden = j.at("hidden"); o.heads = j.at("heads"); o.kvHeads = j.at("kv_heads");
@@ -157,7 +158,7 @@ void checkResumable(const TrainOptions& o, const json& storedOptions, const fs::
     std::string diff;
     for (auto it = now.begin(); it != now.end(); ++it) {
         const std::string& k = it.key();
-        if (k == "steps" || k == "threads" || k == "checkpoint_every") continue;
+        if (k == "steps" || k == "until" || k == "threads" || k == "checkpoint_every") continue;
         if (!stored.contains(k) || stored[k] != it.value())
             diff += (diff.empty() ? "" : ", ") + k + " (checkpoint " + (stored.contains(k) ? stored[k].dump() : "-") +
                     ", now " + it.value().dump() + ")";
@@ -207,6 +208,9 @@ void validate(const TrainOptions& o) {
     if (o.outDir.empty()) throw ArgumentError("train: give an output directory");
     if (o.steps <= 0 || o.batch <= 0 || o.checkpointEvery <= 0)
         throw ArgumentError("train: steps, batch and the checkpoint interval must be positive");
+    if (o.until < 0 || o.until > o.steps)
+        throw ArgumentError("train: --until " + std::to_string(o.until) + " must lie in [0, --steps " +
+                            std::to_string(o.steps) + "] (0: no early stop)");
     if (o.lr <= 0 || o.minLr < 0 || o.minLr > o.lr) throw ArgumentError("train: need 0 <= min lr <= lr, lr > 0");
     if (o.needleFraction < 0 || o.needleFraction > 1) throw ArgumentError("train: needle fraction outside [0, 1]");
     if (!(o.answerWeight > 0)) throw ArgumentError("train: the answer weight must be > 0");
@@ -511,7 +515,8 @@ TrainResult train(const TrainOptions& o, const TrainProgress& progress) {
     std::ofstream log = openLog(o.outDir / "train_log.csv", r.startStep);
 
     int64_t step = r.startStep;
-    for (; step < o.steps; ++step) {
+    const int64_t last = o.until > 0 ? o.until : o.steps;
+    for (; step < last; ++step) {
         const auto t0 = std::chrono::steady_clock::now();
         StepReport rep;
         rep.steps = o.steps;
@@ -541,7 +546,7 @@ TrainResult train(const TrainOptions& o, const TrainProgress& progress) {
         rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         rep.tokensPerSecond = double(o.batch * (rep.seqLen - 1)) / rep.seconds;
         rep.model = m.model.get();
-        rep.checkpointed = rep.step % o.checkpointEvery == 0 || rep.step == o.steps;
+        rep.checkpointed = rep.step % o.checkpointEvery == 0 || rep.step == last;
         if (rep.checkpointed) writeCheckpoint(o, m, opt, rep.step);
         log << rep.step << ',' << rep.seqLen << ',' << rep.lr << ',' << rep.loss << ',' << rep.factAccuracy << ','
             << rep.seconds << ',' << rep.tokensPerSecond << ',' << rep.answerAccuracy << std::endl;

@@ -57,6 +57,10 @@ struct TrainOptions {
     // as heads that attend to the token 1, 2, 3 back (initPositionalHeads);
     // empty: plain random init.
     std::string positionalHeads;
+    // Stop after this step (checkpointing there) although the schedule spans
+    // `steps`: a recipe can take a run's weights from the middle of its
+    // cosine. 0: run to `steps`. Like `steps`, it may change on resume.
+    int64_t until = 0;
     int64_t checkpointEvery = 100;
     int threads = 0;  // 0: LibTorch's default
     SaveDtype saveDtype = SaveDtype::Auto;

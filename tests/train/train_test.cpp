@@ -275,6 +275,37 @@ TEST(Train, CorpusMixAndAnswerWeight) {
     EXPECT_THROW(train(badMix), ArgumentError);
 }
 
+// --until stops a run partway through its schedule (the learning rates are
+// those of the full --steps), checkpointing there; a resume can go on.
+TEST(Train, UntilStopsMidScheduleAndResumes) {
+    const fs::path dir = tmpDir("train_until"), whole = tmpDir("train_until_whole");
+    TrainOptions o = tinyOptions(dir);
+    o.steps = 20;
+    o.until = 12;
+    std::vector<double> lrs;
+    const TrainResult r = train(o, [&](const StepReport& s) {
+        lrs.push_back(s.lr);
+        return true;
+    });
+    EXPECT_EQ(r.endStep, 12);
+    ASSERT_EQ(lrs.size(), 12u);
+    EXPECT_DOUBLE_EQ(lrs.back(), learningRate(o, 11));
+    EXPECT_GT(lrs.back(), o.minLr * 1.5) << "the cosine was squeezed into --until";
+    TrainOptions all = tinyOptions(whole);
+    all.steps = 20;
+    const TrainResult full = train(all);
+    TrainOptions more = tinyOptions(dir);
+    more.steps = 20;
+    more.resume = true;  // until 0: on to --steps
+    const TrainResult rest = train(more);
+    EXPECT_EQ(rest.startStep, 12);
+    ASSERT_EQ(rest.losses.size(), 8u);
+    for (size_t i = 0; i < 8; ++i) EXPECT_EQ(rest.losses[i], full.losses[12 + i]) << "step " << 13 + i;
+    TrainOptions bad = tinyOptions(tmpDir("train_until_bad"));
+    bad.until = 31;
+    EXPECT_THROW(train(bad), ArgumentError);
+}
+
 // --init-from starts a new run (step 0, fresh optimizer) from a finished
 // run's exact f32 weights; another shape is refused, naming the option.
 TEST(Train, InitFromContinuesFromAnotherRunsWeights) {
