@@ -50,7 +50,7 @@ SessionFile exampleSession() {
     s.budget = "16";
     s.decodeSteps = 3;
     s.view.layer = 2;
-    s.view.head = 5;
+    s.view.head = 3;
     s.view.colourScale = "power";
     return s;
 }
@@ -123,7 +123,7 @@ private Q_SLOTS:
         const QString file = dir.filePath(QStringLiteral("a.kvlens.json"));
         QVERIFY(w.files()->openSession(writeText(file, sessionToJson(exampleSession()).dump())));
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().layer == 2, 60000);
-        QCOMPARE(w.comparison()->selectedHead(), int64_t{5});
+        QCOMPARE(w.comparison()->selectedHead(), int64_t{3});
         const auto before = w.controller()->history().back();
         QCOMPARE(before->policies.size(), size_t{3});
         QCOMPARE(before->step, int64_t{3});
@@ -176,7 +176,7 @@ private Q_SLOTS:
         QVERIFY(needle);
         needle->trigger();
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().layer == 1, 60000);
-        QCOMPARE(w.comparison()->selectedHead(), int64_t{4});
+        QCOMPARE(w.comparison()->selectedHead(), int64_t{2});
         QCOMPARE(w.controller()->history().back()->policies.size(), size_t{4});  // full + 3
         QVERIFY(w.files()->currentFile().isEmpty());
         QVERIFY(!w.files()->recentSessions().join(u';').contains(QLatin1String("needle-snapkv")));
@@ -327,7 +327,7 @@ private Q_SLOTS:
         QVERIFY(cf.open(QIODevice::ReadOnly));
         const QStringList lines = QString::fromUtf8(cf.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
         QCOMPARE(static_cast<size_t>(lines.size() - 1), trace->tokens.size());
-        const auto& head = trace->policies[1].layers[2].heads[5 / 4];
+        const auto& head = trace->policies[1].layers[2].heads[3 / 2];
         int evicted = 0;
         for (size_t i = 0; i < head.status.size(); ++i) evicted += head.status[i] == TokenStatus::Evicted;
         QCOMPARE(static_cast<int>(lines.filter(QRegularExpression(QStringLiteral(",\"?evicted\"?,"))).size()), evicted);
@@ -335,19 +335,19 @@ private Q_SLOTS:
         QStringList written;
         QCOMPARE(w.files()->exportAll(dir.filePath(QStringLiteral("all")), QStringLiteral("png"), &written), QString());
         QCOMPARE(written.size(), 4);  // full, snapkv, h2o and the grid
-        for (const char* name : {"full_L02_H05.png", "snapkv_L02_H05.png", "h2o_L02_H05.png", "grid.png"})
+        for (const char* name : {"full_L02_H03.png", "snapkv_L02_H03.png", "h2o_L02_H03.png", "grid.png"})
             QVERIFY2(!QImage(dir.filePath(QStringLiteral("all/") + QLatin1String(name))).isNull(), name);
         QVERIFY(reported.texts.isEmpty());
 
-        // Every layer × head of snapkv, re-run by the worker: 4 × 8 files and the grid.
+        // Every layer × head of snapkv, re-run by the worker: 3 × 4 files and the grid.
         QSignalSpy finished(w.files(), &FileActions::exportFinished);
         w.files()->exportLayersHeads(dir.filePath(QStringLiteral("heads")), QStringLiteral("png"), 1, true);
         QVERIFY(finished.wait(120000));
         QCOMPARE(finished.last().at(0).toString(), QString());
-        QCOMPARE(finished.last().at(1).toStringList().size(), 4 * 8 + 1);
-        const QImage l3h7(dir.filePath(QStringLiteral("heads/snapkv_L03_H07.png")));
-        QVERIFY(!l3h7.isNull());
-        QVERIFY(l3h7 != QImage(dir.filePath(QStringLiteral("heads/snapkv_L00_H00.png"))));
+        QCOMPARE(finished.last().at(1).toStringList().size(), 3 * 4 + 1);
+        const QImage l2h3(dir.filePath(QStringLiteral("heads/snapkv_L02_H03.png")));
+        QVERIFY(!l2h3.isNull());
+        QVERIFY(l2h3 != QImage(dir.filePath(QStringLiteral("heads/snapkv_L00_H00.png"))));
         QVERIFY(!QImage(dir.filePath(QStringLiteral("heads/grid.png"))).isNull());
     }
 

@@ -9,6 +9,7 @@
 #include "core/io/session_file.h"
 #include "core/model/model.h"
 #include "core/paths.h"
+#include "core/run/generate.h"
 #include "core/run/session.h"
 #include "core/run/session_setup.h"
 #include "core/tokenizer/tokenizer.h"
@@ -83,11 +84,31 @@ TEST(WorkshopSessions, NeedlePhraseKeptBySnapKvLostByStreaming) {
     ASSERT_GE(red, 4);
     ASSERT_EQ(door, red + 1);
     const PolicyTrace &snap = policy(o, "snapkv"), &streaming = policy(o, "streaming");
-    // The session's view: layer 1, query head 4 -> KV head 1.
-    const int64_t layer = o.file.view.layer, kvHead = o.file.view.head / (8 / 2);
+    // The session's view: its layer, and the KV head its query head reads.
+    const int64_t layer = o.file.view.layer,
+                  kvHead = o.file.view.head / (o.trace->numHeads / o.trace->numKvHeads);
     EXPECT_TRUE(held(snap, layer, kvHead, red) && held(snap, layer, kvHead, door))
         << "SnapKV no longer keeps 'red door' in the session's view: re-check the session with this model";
     EXPECT_FALSE(held(streaming, layer, kvHead, red) || held(streaming, layer, kvHead, door));
+
+    // And what the class sees when each answers on its own: the full cache
+    // and SnapKV give the code, StreamingLLM at the same budget does not.
+    const fs::path dir = sessionModelDir(o.file);
+    const auto model = Model::load(dir);
+    const Tokenizer tok = Tokenizer::fromFile(dir / "tokenizer.json");
+    std::vector<int64_t> ids;
+    for (int32_t id : tok.encode(o.file.prompt)) ids.push_back(id);
+    auto answer = [&](const std::string& spec) {
+        GenerateOptions g;
+        g.steps = 4;
+        g.policy = parsePolicySpec(spec);
+        g.budget = parseBudget(o.file.budget);
+        const GenerateResult r = generate(*model, ids, g);
+        return tok.decode(std::vector<int32_t>(r.generatedIds.begin(), r.generatedIds.end()));
+    };
+    EXPECT_EQ(answer("full"), "4 8 2 1");
+    EXPECT_EQ(answer("snapkv"), "4 8 2 1");
+    EXPECT_NE(answer("streaming"), "4 8 2 1");
 }
 
 TEST(WorkshopSessions, PyramidBudgetsShrinkWithDepth) {

@@ -131,9 +131,12 @@ TEST(BadInput, LyingSafetensorsHeaderNamesTheTensor) {
     ASSERT_NE(key, std::string::npos);
     const size_t offsets = header.find("data_offsets\":[", key) + 15;
     const size_t comma = header.find(',', offsets), close = header.find(']', comma);
-    std::string lie = header.substr(0, comma + 1) + "99999999999" + header.substr(close);
-    lie.resize(headerLen, ' ');  // keep the length prefix true; the JSON tolerates trailing spaces
-    if (lie.size() > headerLen) GTEST_SKIP() << "header has no room for the longer offset";
+    // The end offset as nines of the same width: the header keeps its length
+    // (and the length prefix stays true), the extent now runs past the file.
+    const std::string nines(close - comma - 1, '9');
+    if (std::stoull(nines) <= bytes.size()) GTEST_SKIP() << "the offset is too short to point past the file";
+    const std::string lie = header.substr(0, comma + 1) + nines + header.substr(close);
+    ASSERT_EQ(lie.size(), headerLen);
     bytes.replace(8, headerLen, lie);
     spit(model / "model.safetensors", bytes);
     const std::string what = errorOf([&] { loadModel(model, RunSettings{}); });
@@ -155,11 +158,13 @@ static std::string loadErrorAfterConfigEdit(const std::string& from, const std::
 
 // config.json and weights that disagree: the file, tensor and both shapes.
 TEST(BadInput, ShapeMismatchNamesFileTensorAndShapes) {
-    const std::string what = loadErrorAfterConfigEdit("\"intermediate_size\": 704", "\"intermediate_size\": 700");
+    const int64_t F = loadModel(bundledModelDir(), RunSettings{})->config().intermediateSize;
+    const std::string real = std::to_string(F), wrong = std::to_string(F - 4);
+    const std::string what = loadErrorAfterConfigEdit("\"intermediate_size\": " + real, "\"intermediate_size\": " + wrong);
     EXPECT_NE(what.find("model.safetensors"), std::string::npos) << what;
     EXPECT_NE(what.find("mlp"), std::string::npos) << what;
-    EXPECT_NE(what.find("704"), std::string::npos) << what;
-    EXPECT_NE(what.find("700"), std::string::npos) << what;
+    EXPECT_NE(what.find(real), std::string::npos) << what;
+    EXPECT_NE(what.find(wrong), std::string::npos) << what;
 }
 
 TEST(BadInput, UnknownModelTypeListsTheSupportedOnes) {
