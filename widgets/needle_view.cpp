@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "widgets/figure.h"
 #include "widgets/palette.h"
 
 namespace kvlens::ui {
@@ -142,6 +143,29 @@ void NeedleView::paint(QPainter& p, const QRect& area) const {
         }
     }
     p.restore();
+}
+
+QString writeNeedleFigure(const QString& file, const NeedleView& view, double scale, const QString& modelName) {
+    if (view.panelCount() == 0) return QStringLiteral("the needle grid has no panels to draw");
+    const QString title = QStringLiteral("%1 · needle retrieval: context × depth").arg(modelName);
+    // Four panels a row: 200 points each, so that the view's own layout
+    // (as many columns as fit kPanelMinWidth) also makes four.
+    const int cols = std::min(view.panelCount(), 4), rows = (view.panelCount() + cols - 1) / cols;
+    const QSizeF size(std::max(360, 200 * cols + 8), 28 + 200 * rows);
+    return writeFigure(
+        file, size, scale,
+        [&](QPainter& p, const QRectF& a) {
+            p.fillRect(a, Qt::white);
+            p.setPen(Qt::black);
+            QFont f(QStringLiteral("DejaVu Sans"));
+            f.setPointSizeF(9);
+            f.setBold(true);
+            p.setFont(f);
+            p.drawText(QRectF(a.left() + 4, a.top(), a.width() - 8, 22), Qt::AlignLeft | Qt::AlignVCenter, title);
+            p.setFont(QFont(QStringLiteral("DejaVu Sans"), 7));
+            view.paint(p, a.adjusted(4, 24, -4, -4).toRect());
+        },
+        title);
 }
 
 void NeedleView::paintEvent(QPaintEvent*) {

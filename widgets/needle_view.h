@@ -47,4 +47,10 @@ private:
     Metric m_metric = Metric::Exact;
 };
 
+// The grid as a figure (PNG/SVG/PDF by the file's extension, figure.h's
+// writeFigure): every panel of `view` (four a row) under "<model> · needle
+// retrieval: context × depth". The GUI's Export needle grid and
+// `kvlens-cli needle --figure` both write it. Empty on success, else why not.
+QString writeNeedleFigure(const QString& file, const NeedleView& view, double scale, const QString& modelName);
+
 }  // namespace kvlens::ui

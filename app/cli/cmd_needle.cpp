@@ -1,12 +1,14 @@
 // kvlens-cli needle: the needle-in-a-haystack grid (context length × depth)
 // for the full cache and each policy at each budget; a table, JSON and CSV.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 
 #include "app/cli/common.h"
+#include "app/cli/figure_hook.h"
 #include "core/error.h"
 #include "core/eval/needle_grid.h"
 #include "core/io/needle_io.h"
@@ -14,6 +16,7 @@
 
 namespace kvlens::cli {
 namespace {
+namespace fs = std::filesystem;
 
 struct NeedleArgs {
     ModelArgs model;
@@ -24,7 +27,8 @@ struct NeedleArgs {
     uint64_t seed = 1;
     int64_t maxNew = 0;
     std::string haystackFile, needle, question, answer;
-    std::string json, csv;
+    std::string json, csv, figure;
+    double scale = 2.0;
     bool quiet = false;
 };
 
@@ -116,6 +120,12 @@ void writeFile(const std::string& path, const std::string& text, const std::stri
 
 void runNeedle(const NeedleArgs& a) {
     const eval::NeedleGridOptions o = gridOptions(a);
+    if (!a.figure.empty()) {  // refused before the grid runs, not after
+        std::string ext = fs::path(a.figure).extension().string();
+        for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (ext != ".png" && ext != ".svg" && ext != ".pdf")
+            throw ArgumentError("--figure " + a.figure + ": a figure is .png, .svg or .pdf");
+    }
     const auto dir = a.model.dir();
     auto tok = tokenizerFor(dir);
     if (!tok) throw ArgumentError("the needle grid needs a tokenizer.json in " + dir.string());
@@ -132,6 +142,7 @@ void runNeedle(const NeedleArgs& a) {
     if (!toStdout) printGrid(grid);
     if (!a.json.empty()) writeFile(a.json, needleGridToJson(grid).dump(1) + "\n", "--json");
     if (!a.csv.empty()) writeFile(a.csv, needleGridToCsv(grid), "--csv");
+    if (!a.figure.empty()) exportNeedleFigure(grid, a.scale, a.figure);
 }
 
 }  // namespace
@@ -153,6 +164,10 @@ void addNeedleCommand(CLI::App& app) {
     cmd->add_option("--answer", args->answer, "real models: the expected answer");
     cmd->add_option("--json", args->json, "write the grid as JSON to FILE (- for stdout, without the table)");
     cmd->add_option("--csv", args->csv, "write the grid as CSV to FILE (- for stdout, without the table)");
+    cmd->add_option("--figure", args->figure,
+                    "draw the grid to FILE.png|svg|pdf (x = depth, y = context, colour = exact match; one panel "
+                    "per policy and budget), as the GUI's Export needle grid");
+    cmd->add_option("--scale", args->scale, "PNG device pixels per point for --figure")->capture_default_str();
     cmd->add_flag("--quiet", args->quiet, "no progress on stderr");
     cmd->callback([args] { runNeedle(*args); });
 }

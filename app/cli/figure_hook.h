@@ -10,6 +10,10 @@
 
 #include "core/run/trace.h"
 
+namespace kvlens::eval {
+struct NeedleGridResult;
+}
+
 namespace kvlens::cli {
 
 struct FigureRequest {
@@ -28,5 +32,8 @@ void exportFigure(const FigureRequest& request, const std::string& file);
 // (≤ 0: about square), one colour range and colour bar, `title` on top.
 void exportGridFigure(const std::vector<FigureRequest>& panels, int columns, const std::string& title,
                       const std::string& file);
+// The needle grid as the GUI's Export needle grid draws it: one context ×
+// depth heatmap per policy and budget, colour = exact match, shared scale.
+void exportNeedleFigure(const eval::NeedleGridResult& grid, double scale, const std::string& file);
 
 }  // namespace kvlens::cli

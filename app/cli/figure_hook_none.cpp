@@ -16,4 +16,6 @@ void exportGridFigure(const std::vector<FigureRequest>&, int, const std::string&
     noFigures(file);
 }
 
+void exportNeedleFigure(const eval::NeedleGridResult&, double, const std::string& file) { noFigures(file); }
+
 }  // namespace kvlens::cli

@@ -2,19 +2,21 @@
 // exports use — on the offscreen platform, so no display is needed. Built
 // into its own library (app/CMakeLists.txt): kvlens-cli's other sources keep
 // the core's precompiled header and never see a Qt header.
+#include <QApplication>
 #include <QDir>
-#include <QGuiApplication>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "app/cli/figure_hook.h"
 #include "core/error.h"
 #include "widgets/figure.h"
+#include "widgets/needle_view.h"
 
 namespace kvlens::cli {
 namespace {
 
-// One application for the process (export-all writes many figures); left
+// One application for the process (a QApplication: the needle figure is
+// drawn by a widget) (export-all writes many figures); left
 // alive until exit, as the CLI does not run an event loop.
 void ensureGuiApp() {
     if (QCoreApplication::instance()) return;
@@ -29,7 +31,7 @@ void ensureGuiApp() {
     static int argc = 1;
     static char name[] = "kvlens-cli";
     static char* argv[] = {name, nullptr};
-    new QGuiApplication(argc, argv);
+    new QApplication(argc, argv);  // widgets: the needle grid is drawn by its view
 }
 
 ui::FigureView viewOf(const FigureRequest& r) {
@@ -78,6 +80,14 @@ void exportGridFigure(const std::vector<FigureRequest>& panels, int columns, con
     const double scale = panels.empty() ? 2.0 : panels.front().scale;
     write(file, ui::gridFigureSize(static_cast<int>(views.size()), columns), scale,
           [&](QPainter& p, const QRectF& area) { ui::paintGridFigure(p, area, views, columns, t); }, t);
+}
+
+void exportNeedleFigure(const eval::NeedleGridResult& grid, double scale, const std::string& file) {
+    ensureGuiApp();
+    ui::NeedleView view;
+    view.setResult(std::make_shared<const eval::NeedleGridResult>(grid));
+    const QString error = ui::writeNeedleFigure(QString::fromStdString(file), view, scale, QString::fromStdString(grid.model));
+    if (!error.isEmpty()) throw ArgumentError(error.toStdString());
 }
 
 }  // namespace kvlens::cli

@@ -359,24 +359,7 @@ QString FileActions::exportNeedle(const QString& file, double scale) const {
         std::ofstream out(file.toStdString());
         return out && (out << text) ? QString() : tr("cannot write %1").arg(file);
     }
-    const QString title = tr("%1 · needle retrieval: context × depth")
-                              .arg(modelName(m_window->controller()->model().directory));
-    const QSizeF size(std::max(360, 220 * std::min(view->panelCount(), 4)),
-                      40 + 220 * ((view->panelCount() + 3) / 4));
-    return ui::writeFigure(file, size, scale,
-                           [&](QPainter& p, const QRectF& a) {
-                               p.fillRect(a, Qt::white);
-                               p.setPen(Qt::black);
-                               QFont f(QStringLiteral("DejaVu Sans"));
-                               f.setPointSizeF(9);
-                               f.setBold(true);
-                               p.setFont(f);
-                               p.drawText(QRectF(a.left() + 4, a.top(), a.width() - 8, 22),
-                                          Qt::AlignLeft | Qt::AlignVCenter, title);
-                               p.setFont(QFont(QStringLiteral("DejaVu Sans"), 7));
-                               view->paint(p, a.adjusted(4, 24, -4, -4).toRect());
-                           },
-                           title);
+    return ui::writeNeedleFigure(file, *view, scale, modelName(m_window->controller()->model().directory));
 }
 
 void FileActions::exportLayersHeads(const QString& folder, const QString& format, int run, bool allHeads) {

@@ -178,6 +178,21 @@ TEST_F(CliTest, NeedleGridWithAUserHaystack) {
     ASSERT_EQ(table.code, 0) << table.err;
     EXPECT_NE(table.out.find("exact match (word overlap)"), std::string::npos) << table.out;
 
+    // --figure: the grid as the GUI draws it (a GUI build), or a one-line refusal.
+    const fs::path fig = s_dir->path() / "needle.png";
+    CliRun f = run(base + depths + " --policy window --budget 16,99 --quiet --scale 1 --figure " + quote(fig.string()));
+    if (f.code != 0 && f.err.find("built without") != std::string::npos) {
+        std::printf("needle --figure: this kvlens-cli has no figures (KVLENS_GUI=OFF)\n");
+    } else {
+        ASSERT_EQ(f.code, 0) << f.err;
+        const std::string png = slurp(fig);
+        ASSERT_GT(png.size(), 24u);
+        EXPECT_EQ(png.substr(1, 3), "PNG");
+        const auto width = (static_cast<unsigned char>(png[18]) << 8) | static_cast<unsigned char>(png[19]);
+        EXPECT_GE(width, 3 * 200) << "one panel per run: full and window at two budgets";
+    }
+    expectOneLineError(base + depths + " --figure " + quote((s_dir->path() / "needle.txt").string()), "needle.txt");
+
     expectOneLineError(base + " --depths 0,150", "--depths: '150' is not a percentage in [0, 100]");
     expectOneLineError(base + depths + " --policy h2o", "needs --budget");
     expectOneLineError("needle --model " + quote(model()) + " --needle x", "a user needle needs all of");
