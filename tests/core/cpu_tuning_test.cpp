@@ -60,22 +60,14 @@ TEST(CpuTuning, ThreadSettingsReachOpenBlasPool) {
 TEST(ParallelRuns, JobsStartInTheGivenOrder) {
     std::vector<size_t> started;
     std::mutex m;
-    kvlens::runInParallel(
-        5, 1,
-        [&](size_t job, const std::atomic<bool>&) {
-            std::lock_guard<std::mutex> lock(m);
-            started.push_back(job);
-        },
-        {3, 1, 4, 0, 2});
+    const auto note = [&](size_t job, const std::atomic<bool>&) {
+        std::lock_guard<std::mutex> lock(m);
+        started.push_back(job);
+    };
+    kvlens::runInParallel(5, 1, note, {3, 1, 4, 0, 2});
     EXPECT_EQ(started, (std::vector<size_t>{3, 1, 4, 0, 2}));
     started.clear();
-    kvlens::runInParallel(
-        5, 2,
-        [&](size_t job, const std::atomic<bool>&) {
-            std::lock_guard<std::mutex> lock(m);
-            started.push_back(job);
-        },
-        {4, 3, 2, 1, 0});
+    kvlens::runInParallel(5, 2, note, {4, 3, 2, 1, 0});
     std::sort(started.begin(), started.end());
     EXPECT_EQ(started, (std::vector<size_t>{0, 1, 2, 3, 4}));
 }
