@@ -105,7 +105,8 @@ void writeTextAtomically(const fs::path& file, const std::string& text) {
 json optionsJson(const TrainOptions& o) {
     return {{"seed", o.seed}, {"steps", o.steps}, {"batch", o.batch}, {"curriculum", o.curriculum},
             {"lr", o.lr}, {"min_lr", o.minLr}, {"warmup_steps", o.warmupSteps}, {"weight_decay", o.weightDecay},
-            {"grad_clip", o.gradClip}, {"needle_fraction", o.needleFraction}, {"mix", o.mix}, {"needle_mix", o.needleMix}, {"init_from", o.initFrom},
+            {"grad_clip", o.gradClip}, {"needle_fraction", o.needleFraction}, {"mix", o.mix},
+            {"needle_mix", o.needleMix}, {"init_from", o.initFrom},
             {"answer_weight", o.answerWeight}, {"positional_heads", o.positionalHeads},
             {"checkpoint_every", o.checkpointEvery}, {"until", o.until}, {"threads", o.threads},
             {"save_dtype", o.saveDtype == SaveDtype::F32 ? "f32" : o.saveDtype == SaveDtype::BF16 ? "bf16" : "auto"},
