@@ -148,10 +148,12 @@ void NeedleView::paint(QPainter& p, const QRect& area) const {
 QString writeNeedleFigure(const QString& file, const NeedleView& view, double scale, const QString& modelName) {
     if (view.panelCount() == 0) return QStringLiteral("the needle grid has no panels to draw");
     const QString title = QStringLiteral("%1 · needle retrieval: context × depth").arg(modelName);
-    // Four panels a row: 200 points each, so that the view's own layout
-    // (as many columns as fit kPanelMinWidth) also makes four.
+    // Four panels a row, each a quarter wider than kPanelMinWidth, so that
+    // the view's own layout (as many columns as fit kPanelMinWidth) also
+    // makes four; square-ish panels.
     const int cols = std::min(view.panelCount(), 4), rows = (view.panelCount() + cols - 1) / cols;
-    const QSizeF size(std::max(360, 200 * cols + 8), 28 + 200 * rows);
+    const int panel = kPanelMinWidth * 5 / 4;
+    const QSizeF size(std::max(360, panel * cols + 8), 28 + panel * rows);
     return writeFigure(
         file, size, scale,
         [&](QPainter& p, const QRectF& a) {

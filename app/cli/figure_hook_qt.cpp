@@ -15,9 +15,9 @@
 namespace kvlens::cli {
 namespace {
 
-// One application for the process (a QApplication: the needle figure is
-// drawn by a widget) (export-all writes many figures); left
-// alive until exit, as the CLI does not run an event loop.
+// One application for the process (export-all writes many figures), a
+// QApplication because the needle grid is drawn by its widget; left alive
+// until exit, as the CLI does not run an event loop.
 void ensureGuiApp() {
     if (QCoreApplication::instance()) return;
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
@@ -31,7 +31,7 @@ void ensureGuiApp() {
     static int argc = 1;
     static char name[] = "kvlens-cli";
     static char* argv[] = {name, nullptr};
-    new QApplication(argc, argv);  // widgets: the needle grid is drawn by its view
+    new QApplication(argc, argv);
 }
 
 ui::FigureView viewOf(const FigureRequest& r) {

@@ -191,7 +191,6 @@ std::vector<std::pair<std::string, std::string>> unusedPairs(const State& st, Wo
 
 std::optional<Segment> makeFact(Rng& rng, const CorpusOptions& opt, const State& st)
 {
-    if (opt.maxFacts > 0 && st.facts.size() >= static_cast<size_t>(opt.maxFacts)) return std::nullopt;
     const auto keys = unusedPairs(st, WordClass::Colour, WordClass::Object);
     if (keys.empty()) return std::nullopt;
     const auto& [colour, object] = rng.pick(keys);
@@ -347,6 +346,8 @@ std::optional<Segment> makeRepeat(Rng& rng, const State& st)
 
 Kind pickKind(Rng& rng, const CorpusOptions& opt, const State& st)
 {
+    // A document at its facts-max draws no more facts (makeFact, reached only
+    // through this draw, need not check).
     const bool factsFull = opt.maxFacts > 0 && st.facts.size() >= static_cast<size_t>(opt.maxFacts);
     double w[static_cast<int>(Kind::Count_)] = {
         factsFull ? 0.0 : opt.factWeight,

@@ -65,8 +65,8 @@ struct CorpusOptions {
 
     int codeDigitsMin = 4;  // digits of a code; the needle probe uses 4
     int codeDigitsMax = 4;
-    // At most this many codes per document (0: no limit); further fact
-    // draws become filler. With 1 every query has one code to copy, the
+    // At most this many codes per document (0: no limit): once there, facts
+    // are no longer drawn, the other kinds keep their weights. With 1 every query has one code to copy, the
     // needle probe's situation, which a small model learns long before it
     // learns to tell several codes apart by their keys.
     int maxFacts = 0;

@@ -1,7 +1,8 @@
-// core/cpu_tuning (and the thread settings that reach OpenBLAS): every test binary runs through restartWithTunedBlas (test
-// main), so this process is the restarted one: OpenMP's threads wait
-// passively unless the user chose a policy, and OpenBLAS runs this CPU's
-// kernels rather than its pre-AVX fallback.
+// core/cpu_tuning and the thread settings that reach OpenBLAS. Every test
+// binary runs through restartWithTunedBlas (test main), so this process is
+// the restarted one: OpenMP's threads wait passively unless the user chose a
+// policy, and OpenBLAS runs this CPU's kernels rather than its pre-AVX
+// fallback.
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>

@@ -1,6 +1,6 @@
 // The bundled model retrieves: with the full cache it answers at least 90 %
-// of needle probes at 512 tokens of context, at every depth (issue 4's
-// criterion; the model card records the full grid). A small fixed grid, so
+// of needle probes at 512 tokens of context (issue 4's criterion), and at
+// least 3 of 4 at each depth (the model card records the full grid). A small fixed grid, so
 // that the test stays fast; the probes are the ones `kvlens-cli needle
 // --contexts 512 --depths 0,25,50,75,100 --samples 4` reads.
 #include <gtest/gtest.h>
@@ -33,7 +33,8 @@ TEST(BundledModel, FullCacheAnswersNeedlesAt512Tokens) {
                     cell.overlap);
     }
     const double mean = r.meanExact("full", "-");
-    std::printf("needle 512 tokens, full cache: mean exact %.3f over %zu probes\n", mean, r.cells.size() * 4);
+    std::printf("needle 512 tokens, full cache: mean exact %.3f over %lld probes\n", mean,
+                static_cast<long long>(r.cells.size()) * static_cast<long long>(o.samples));
     EXPECT_GE(mean, 0.9);
 }
 

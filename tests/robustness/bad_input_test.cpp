@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/io/session_file.h"
+#include "core/model/config.h"
 #include "core/model/safetensors.h"
 #include "core/paths.h"
 #include "core/run/model_handle.h"
@@ -158,7 +159,7 @@ static std::string loadErrorAfterConfigEdit(const std::string& from, const std::
 
 // config.json and weights that disagree: the file, tensor and both shapes.
 TEST(BadInput, ShapeMismatchNamesFileTensorAndShapes) {
-    const int64_t F = loadModel(bundledModelDir(), RunSettings{})->config().intermediateSize;
+    const int64_t F = loadConfig(bundledModelDir() / "config.json").intermediateSize;
     const std::string real = std::to_string(F), wrong = std::to_string(F - 4);
     const std::string what = loadErrorAfterConfigEdit("\"intermediate_size\": " + real, "\"intermediate_size\": " + wrong);
     EXPECT_NE(what.find("model.safetensors"), std::string::npos) << what;
