@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "core/error.h"
@@ -106,7 +107,7 @@ KvCache::LayerView KvCache::append(int64_t layer, const at::Tensor& k, const at:
         for (int64_t i = 0; i < n; ++i) {
             L.cols[h].push_back(L.used + i);
             L.pos[h].push_back(m_seqLen + i);
-            L.rot[h].push_back(rot0 + i);
+            if (m_options.rerotate) L.rot[h].push_back(rot0 + i);
         }
     L.used += n;
     LayerView view{L.k.narrow(1, 0, L.used), L.v.narrow(1, 0, L.used), at::Tensor(), n};
@@ -127,7 +128,7 @@ bool KvCache::placeInHoles(Layer& L, const at::Tensor& k, const at::Tensor& v, i
         holesLeft = holesLeft || !L.holes[h].empty();
         L.cols[h].push_back(cols.back());
         L.pos[h].push_back(m_seqLen);
-        L.rot[h].push_back(rot0);
+        if (m_options.rerotate) L.rot[h].push_back(rot0);
     }
     // Dense again once every freed column is reused and the heads are even.
     bool even = true;
@@ -170,26 +171,28 @@ bool KvCache::evictInPlace(Layer& L, const std::vector<std::vector<int64_t>>& ke
     L.dense = false;
     std::vector<int64_t> freedHead, freedCol;
     for (int64_t h = 0; h < m_kvHeads; ++h) {
-        // Compact the bookkeeping in place: kept indices are increasing, so
-        // entry i moves to slot `out` ≤ i.
-        auto &cols = L.cols[h], &pos = L.pos[h], &rot = L.rot[h];
-        size_t next = 0, out = 0;
-        for (size_t i = 0; i < cols.size(); ++i) {
-            if (next < keep[h].size() && keep[h][next] == static_cast<int64_t>(i)) {
-                cols[out] = cols[i];
-                pos[out] = pos[i];
-                rot[out] = rot[i];
-                ++out;
-                ++next;
-            } else {
-                L.holes[h].push_back(cols[i]);
+        // Close up the bookkeeping run by run (kept runs move towards the
+        // front); the entries between runs free their columns.
+        auto &cols = L.cols[h], &pos = L.pos[h];  // no rot: never called under rerotate
+        int64_t next = 0;  // first entry not yet kept or freed
+        auto freeUpTo = [&](int64_t end) {
+            for (; next < end; ++next) {
+                L.holes[h].push_back(cols[next]);
                 freedHead.push_back(h);
-                freedCol.push_back(cols[i]);
+                freedCol.push_back(cols[next]);
             }
-        }
+        };
+        forEachKeptRun(keep[h], [&](int64_t to, int64_t from, int64_t count) {
+            freeUpTo(from);
+            next = from + count;
+            if (to == from) return;
+            std::copy(cols.begin() + from, cols.begin() + from + count, cols.begin() + to);
+            std::copy(pos.begin() + from, pos.begin() + from + count, pos.begin() + to);
+        });
+        freeUpTo(static_cast<int64_t>(cols.size()));
+        const size_t out = keep[h].size();
         cols.resize(out);
         pos.resize(out);
-        rot.resize(out);
     }
     if (m_device.is_cpu()) {
         bool* valid = L.valid.data_ptr<bool>();
@@ -210,12 +213,18 @@ void KvCache::checkKeep(int64_t layer, const std::vector<std::vector<int64_t>>& 
                     std::to_string(m_kvHeads) + " KV heads");
     for (int64_t h = 0; h < m_kvHeads; ++h) {
         const int64_t len = length(layer, h);
-        for (size_t i = 0; i < keep[h].size(); ++i) {
-            const int64_t idx = keep[h][i];
+        const std::vector<int64_t>& k = keep[h];
+        // One branch-free pass (this runs on every eviction step); the
+        // message comes from a second pass only when something is wrong.
+        bool ok = k.empty() || (k.front() >= 0 && k.back() < len);
+        for (size_t i = 1; i < k.size(); ++i) ok &= k[i] > k[i - 1];
+        if (ok) continue;
+        for (size_t i = 0; i < k.size(); ++i) {
+            const int64_t idx = k[i];
             if (idx < 0 || idx >= len)
                 throw Error("KvCache::apply: layer " + std::to_string(layer) + " head " + std::to_string(h) +
                             ": index " + std::to_string(idx) + " outside [0, " + std::to_string(len) + ")");
-            if (i > 0 && idx <= keep[h][i - 1])
+            if (i > 0 && idx <= k[i - 1])
                 throw Error("KvCache::apply: layer " + std::to_string(layer) + " head " + std::to_string(h) +
                             ": keep indices must be sorted and unique");
         }
@@ -251,11 +260,29 @@ void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep
     for (int64_t h = 0; h < m_kvHeads; ++h)
         for (size_t i = 0; i < keep[h].size(); ++i) {
             idx[h * newMax + i] = L.cols[h][keep[h][i]];
-            delta[h * newMax + i] = static_cast<int64_t>(i) - L.rot[h][keep[h][i]];
+            if (m_options.rerotate) delta[h * newMax + i] = static_cast<int64_t>(i) - L.rot[h][keep[h][i]];
         }
-    at::Tensor index = hostLongs(idx, m_kvHeads, newMax, m_device).unsqueeze(-1).expand({m_kvHeads, newMax, m_headDim});
-    at::Tensor k = L.k.narrow(1, 0, L.used).gather(1, index);
-    at::Tensor v = L.v.narrow(1, 0, L.used).gather(1, index);
+    at::Tensor k, v;
+    if (m_device.is_cpu()) {
+        // Row copies: a gather with an index expanded over head_dim reads
+        // eight bytes of index per element moved.
+        k = at::empty({m_kvHeads, newMax, m_headDim}, L.k.options());
+        v = at::empty({m_kvHeads, newMax, m_headDim}, L.v.options());
+        const size_t row = static_cast<size_t>(m_headDim) * at::elementSize(m_dtype);
+        const int64_t cap = L.k.size(1);
+        const auto *ks = static_cast<const uint8_t*>(L.k.data_ptr()), *vs = static_cast<const uint8_t*>(L.v.data_ptr());
+        auto *kd = static_cast<uint8_t*>(k.data_ptr()), *vd = static_cast<uint8_t*>(v.data_ptr());
+        for (int64_t h = 0; h < m_kvHeads; ++h)
+            for (int64_t i = 0; i < newMax; ++i) {
+                const int64_t from = h * cap + idx[h * newMax + i], to = h * newMax + i;
+                std::memcpy(kd + to * row, ks + from * row, row);
+                std::memcpy(vd + to * row, vs + from * row, row);
+            }
+    } else {
+        at::Tensor index = hostLongs(idx, m_kvHeads, newMax, m_device).unsqueeze(-1).expand({m_kvHeads, newMax, m_headDim});
+        k = L.k.narrow(1, 0, L.used).gather(1, index);
+        v = L.v.narrow(1, 0, L.used).gather(1, index);
+    }
     if (m_options.rerotate) k = m_rope->apply(k, hostLongs(delta, m_kvHeads, newMax, m_device));
 
     // Shrink the allocation when it is far larger than what is kept, so that
@@ -273,15 +300,15 @@ void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep
     L.used = newMax;
     for (auto& h : L.holes) h.clear();
     for (int64_t h = 0; h < m_kvHeads; ++h) {
-        std::vector<int64_t> cols, pos, rot;
-        for (size_t i = 0; i < keep[h].size(); ++i) {
-            cols.push_back(static_cast<int64_t>(i));
-            pos.push_back(L.pos[h][keep[h][i]]);
-            rot.push_back(m_options.rerotate ? static_cast<int64_t>(i) : L.rot[h][keep[h][i]]);
-        }
+        std::vector<int64_t> cols(keep[h].size()), pos(keep[h].size());
+        std::iota(cols.begin(), cols.end(), int64_t{0});
+        for (size_t i = 0; i < keep[h].size(); ++i) pos[i] = L.pos[h][keep[h][i]];
         L.cols[h] = std::move(cols);
         L.pos[h] = std::move(pos);
-        L.rot[h] = std::move(rot);
+        if (m_options.rerotate) {  // re-rotated: every key now sits at its index
+            L.rot[h].resize(keep[h].size());
+            std::iota(L.rot[h].begin(), L.rot[h].end(), int64_t{0});
+        }
     }
     L.dense = equalLengths;
     if (equalLengths) {
@@ -347,6 +374,12 @@ KvCache::Entries KvCache::entries(int64_t layer) const {
 }
 
 at::Tensor KvCache::entryValid(int64_t layer) const {
+    // Heads of one length (every policy but the per-head allocators) need
+    // no mask, and so no index either.
+    const Layer& L = m_layers.at(layer);
+    bool equal = true;
+    for (const auto& c : L.cols) equal = equal && c.size() == L.cols.front().size();
+    if (equal) return at::Tensor();
     bool identity = true;
     return entryIndex(layer, &identity).valid;
 }
@@ -359,7 +392,7 @@ at::Tensor KvCache::byEntry(int64_t layer, const at::Tensor& x) const {
         const int64_t H = x.size(0), n = x.size(1), S = x.size(2), G = H / m_kvHeads;
         int64_t Lmax = 0;
         for (const auto& c : L.cols) Lmax = std::max<int64_t>(Lmax, static_cast<int64_t>(c.size()));
-        at::Tensor out = at::zeros({H, n, Lmax}, x.options());
+        at::Tensor out = at::empty({H, n, Lmax}, x.options());
         const at::Tensor xc = x.contiguous();
         const float* src = xc.data_ptr<float>();
         float* dst = out.data_ptr<float>();
@@ -369,6 +402,7 @@ at::Tensor KvCache::byEntry(int64_t layer, const at::Tensor& x) const {
                 const float* s = src + (h * n + i) * S;
                 float* d = dst + (h * n + i) * Lmax;
                 for (size_t e = 0; e < cols.size(); ++e) d[e] = s[cols[e]];
+                std::fill(d + cols.size(), d + Lmax, 0.0f);  // a shorter head's padding
             }
         }
         return out;

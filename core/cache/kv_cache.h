@@ -26,6 +26,28 @@ struct PositionBand {
 
 class Rope;
 
+// keep: sorted, unique indices into n entries. Calls f(to, from, count) for
+// each maximal run of consecutive kept entries, in order: entries
+// from .. from+count-1 go to to .. to+count-1 (to <= from) when the kept
+// ones close up. keep[i] - i never decreases, so runs are found by binary
+// search: an eviction of a few entries costs O(runs × log n), not O(n).
+template <class F>
+void forEachKeptRun(const std::vector<int64_t>& keep, F&& f) {
+    const size_t n = keep.size();
+    size_t j = 0;
+    while (j < n) {
+        const int64_t offset = keep[j] - static_cast<int64_t>(j);
+        size_t lo = j + 1, hi = n;  // first index whose offset is larger
+        while (lo < hi) {
+            const size_t mid = lo + (hi - lo) / 2;
+            if (keep[mid] - static_cast<int64_t>(mid) > offset) hi = mid;
+            else lo = mid + 1;
+        }
+        f(static_cast<int64_t>(j), keep[j], static_cast<int64_t>(lo - j));
+        j = lo;
+    }
+}
+
 struct CacheOptions {
     // StreamingLLM's "position shift": after each apply(), kept keys are
     // re-rotated to their index in the cache, and new tokens are rotated at
@@ -72,7 +94,8 @@ public:
     // layer: seqLen(), or the layer's cache length under rerotate.
     int64_t rotaryPosition(int64_t layer) const;
     int64_t length(int64_t layer, int64_t head) const;
-    // Original (true) positions of head's entries, in cache order.
+    // Original (true) positions of head's entries, in cache order, which is increasing
+    // position order (appends come last; apply() keeps the order).
     const std::vector<int64_t>& positions(int64_t layer, int64_t head) const;
     // Physical storage column of each of head's entries (maps captured
     // attention columns back to entries).
@@ -109,7 +132,9 @@ private:
         int64_t used = 0;     // columns in use
         std::vector<std::vector<int64_t>> cols;  // per head: storage column of each entry
         std::vector<std::vector<int64_t>> pos;   // per head: true position of each entry
-        std::vector<std::vector<int64_t>> rot;   // per head: position each key is rotated at
+        // Per head: position each key is rotated at. Kept only under rerotate:
+        // otherwise every key is rotated at its true position (pos).
+        std::vector<std::vector<int64_t>> rot;
         std::vector<std::vector<int64_t>> holes; // per head: freed columns, reused by single-token appends
         // entryIndex() of the current layout, built on first use after a change
         // (observe and plan both need it every step).

@@ -101,7 +101,15 @@ at::Tensor& EntryStats::grown(int64_t layer, int64_t heads, int64_t length, at::
         if (used > 0) bigger.narrow(1, 0, used).copy_(t.narrow(1, 0, used));
         t = bigger;
     }
-    if (used < length) t.narrow(1, used, length - used).zero_();  // new entries start from zero
+    if (used < length) {  // new entries start from zero
+        if (t.is_cpu() && t.is_contiguous()) {
+            float* data = t.data_ptr<float>();
+            const int64_t cap = t.size(1);
+            for (int64_t h = 0; h < t.size(0); ++h) std::fill(data + h * cap + used, data + h * cap + length, 0.0f);
+        } else {
+            t.narrow(1, used, length - used).zero_();
+        }
+    }
     used = std::max(used, length);
     return t;
 }
@@ -128,7 +136,9 @@ void EntryStats::realign(int64_t layer, const std::vector<std::vector<int64_t>>&
         for (int64_t h = 0; h < heads; ++h) {
             float* row = data + h * cap;
             const auto& k = keep[static_cast<size_t>(h)];
-            for (size_t i = 0; i < k.size(); ++i) row[i] = row[k[i]];
+            forEachKeptRun(k, [&](int64_t to, int64_t from, int64_t count) {
+                if (to != from) std::copy(row + from, row + from + count, row + to);
+            });
             std::fill(row + k.size(), row + newMax, 0.0f);
         }
         m_lengths[static_cast<size_t>(layer)] = newMax;

@@ -52,14 +52,11 @@ private:
         at::Tensor& sums = m_sums.grown(state.layer, H, L, at::kCPU);
         float* s = sums.data_ptr<float>();
         const int64_t cap = sums.size(1);
-        std::vector<float> reduced(static_cast<size_t>(L));
         for (int64_t h = 0; h < H; ++h)
-            for (int64_t i = 0; i < n; ++i) {
-                reduceGroupRow(p, H, Hq, n, L, h, i, L, config().gqa, reduced.data());
-                for (int64_t e = 0; e < L; ++e) s[h * cap + e] += reduced[static_cast<size_t>(e)];
-            }
+            for (int64_t i = 0; i < n; ++i) addGroupRow(p, H, Hq, n, L, h, i, L, config().gqa, s + h * cap, m_scratch);
     }
 
+    std::vector<float> m_scratch;  // addGroupRow's, kept: a step would allocate it per layer
     EntryStats m_sums;
 };
 

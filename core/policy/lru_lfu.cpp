@@ -60,7 +60,8 @@ protected:
         at::Tensor& stats = m_stats.grown(state.layer, H, L, at::kCPU);
         float* st = stats.data_ptr<float>();
         const int64_t cap = stats.size(1);
-        std::vector<float> reduced(static_cast<size_t>(L));
+        m_reduced.resize(static_cast<size_t>(L));
+        float* reduced = m_reduced.data();
         for (int64_t h = 0; h < H; ++h) {
             const auto& pos = state.positions[h];
             for (int64_t i = 0; i < n; ++i) {
@@ -73,9 +74,22 @@ protected:
                 }
                 // As the tensor path rounds it: (1/n in fp32) × tau.
                 const float threshold = (1.0f / static_cast<float>(std::max<int64_t>(seen, 1))) * static_cast<float>(m_tau);
-                reduceGroupRow(p, H, Hq, n, L, h, i, static_cast<int64_t>(pos.size()), config().gqa, reduced.data());
+                reduceGroupRow(p, H, Hq, n, L, h, i, static_cast<int64_t>(pos.size()), config().gqa, reduced);
                 float* row = st + h * cap;
                 const auto qf = static_cast<float>(q);
+                if (seen == static_cast<int64_t>(pos.size()) && !pos.empty() && pos.back() == q) {
+                    // A decode step: every entry seen, the query's own key last.
+                    const size_t last = pos.size() - 1;
+                    for (size_t e = 0; e < last; ++e) {
+                        const bool used = reduced[e] >= threshold;
+                        if (m_frequency)
+                            row[e] += used ? 1.0f : 0.0f;
+                        else
+                            row[e] = used ? std::max(row[e], qf) : row[e];
+                    }
+                    row[last] = m_frequency ? row[last] + 1.0f : std::max(row[last], qf);
+                    continue;
+                }
                 for (size_t e = 0; e < pos.size(); ++e) {
                     const bool used = pos[e] == q || (pos[e] <= q && reduced[e] >= threshold);
                     if (m_frequency)
@@ -91,6 +105,7 @@ private:
     bool m_frequency;  // LFU: count uses; LRU: remember the last one
     double m_tau;
     EntryStats m_stats;
+    std::vector<float> m_reduced;  // one group-reduced row (kept: a step would allocate it per layer)
 };
 
 }  // namespace

@@ -35,7 +35,10 @@ struct LayerState {
     at::Tensor values;        // [Hkv, L, D] or undefined
     at::Device device{at::kCPU};  // where the cache lives
     at::Tensor valid;         // [Hkv, L] bool, undefined when every head holds L entries
-    std::vector<std::vector<int64_t>> positions;  // per KV head: true position of each entry
+    // Per KV head: true position of each entry, increasing (the cache keeps
+    // every head's entries in position order; ties in a score go to the
+    // older entry, which is then simply the lower index).
+    std::vector<std::vector<int64_t>> positions;
     int64_t budget = 0;       // B for this layer: entries per KV head after the trim
     int64_t seqLen = 0;       // tokens seen so far (prompt + generated)
     int64_t promptLength = 0;

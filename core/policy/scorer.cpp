@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <numeric>
 #include <limits>
 
 #include "core/policy/select.h"
@@ -24,38 +26,62 @@ std::vector<Protected> startPlan(const LayerState& state, int64_t sinks, int64_t
         const Protected p = protectedSet(len, sinks, window, budget);
         auto& reasons = plan.reasons[static_cast<size_t>(h)];
         reasons.assign(static_cast<size_t>(len), KeepReason::Evicted);
-        for (int64_t i = 0; i < len; ++i)
-            if (p.contains(i, len)) reasons[static_cast<size_t>(i)] = i < p.sinks ? KeepReason::Sink : KeepReason::Window;
+        std::fill_n(reasons.begin(), p.sinks, KeepReason::Sink);
+        std::fill(reasons.end() - p.window, reasons.end(), KeepReason::Window);
         prot.push_back(p);
     }
     return prot;
 }
 
-// Fills plan.keep from the reasons (sorted by construction).
+// Fills plan.keep from the reasons (sorted by construction): runs of kept
+// entries between the evicted ones (KeepReason::Evicted is 0, so memchr
+// finds them), which every_step plans have only a few of.
 void finishPlan(Plan& plan) {
-    for (size_t h = 0; h < plan.reasons.size(); ++h) plan.keep[h].reserve(plan.reasons[h].size());
-    for (size_t h = 0; h < plan.reasons.size(); ++h)
-        for (size_t i = 0; i < plan.reasons[h].size(); ++i)
-            if (plan.reasons[h][i] != KeepReason::Evicted) plan.keep[h].push_back(static_cast<int64_t>(i));
+    static_assert(static_cast<int>(KeepReason::Evicted) == 0, "memchr looks for evicted entries as 0");
+    for (size_t h = 0; h < plan.reasons.size(); ++h) {
+        const auto* r = reinterpret_cast<const unsigned char*>(plan.reasons[h].data());
+        const size_t len = plan.reasons[h].size();
+        auto& keep = plan.keep[h];
+        keep.resize(len);
+        size_t i = 0, out = 0;
+        while (i < len) {
+            const void* hit = std::memchr(r + i, 0, len - i);
+            const size_t end = hit ? static_cast<size_t>(static_cast<const unsigned char*>(hit) - r) : len;
+            std::iota(keep.begin() + static_cast<int64_t>(out), keep.begin() + static_cast<int64_t>(out + end - i),
+                      static_cast<int64_t>(i));
+            out += end - i;
+            i = end + 1;
+        }
+        keep.resize(out);
+    }
 }
 
 // Scores on the CPU as fp32 [H, L], NaN wherever a rule decides or nothing
-// is stored: one pass, reading the (often strided) score view in place.
-at::Tensor displayScores(const at::Tensor& raw, const LayerState& state, const Plan& plan) {
+// is stored: the (often strided) score view copied in place, range by range.
+at::Tensor displayScores(const at::Tensor& raw, const LayerState& state, const std::vector<Protected>& prot) {
     const int64_t H = state.numKvHeads, L = state.maxLength();
     const float nan = std::numeric_limits<float>::quiet_NaN();
     at::Tensor s = at::empty({H, L}, at::TensorOptions().dtype(at::kFloat));
     float* p = s.data_ptr<float>();
-    const at::Tensor src = raw.defined() ? raw.to(at::kCPU, at::kFloat) : at::Tensor();
+    const at::Tensor src = !raw.defined() ? at::Tensor()
+                           : raw.is_cpu() && raw.scalar_type() == at::kFloat ? raw
+                                                                              : raw.to(at::kCPU, at::kFloat);
     const float* q = src.defined() ? src.data_ptr<float>() : nullptr;
     const int64_t s0 = q ? src.stride(0) : 0, s1 = q ? src.stride(1) : 0;
     for (int64_t h = 0; h < H; ++h) {
-        const int64_t len = state.length(h);
-        const auto& reasons = plan.reasons[h];
-        for (int64_t i = 0; i < L; ++i) {
-            const bool rule = i >= len || reasons[i] == KeepReason::Sink || reasons[i] == KeepReason::Window;
-            p[h * L + i] = rule || !q ? nan : q[h * s0 + i * s1];
+        float* row = p + h * L;
+        const int64_t len = state.length(h), from = prot[h].sinks, to = len - prot[h].window;
+        if (!q) {
+            std::fill(row, row + L, nan);
+            continue;
         }
+        std::fill(row, row + from, nan);
+        std::fill(row + to, row + L, nan);
+        const float* in = q + h * s0;
+        if (s1 == 1)
+            std::copy(in + from, in + to, row + from);
+        else
+            for (int64_t i = from; i < to; ++i) row[i] = in[i * s1];
     }
     return s;
 }
@@ -71,28 +97,54 @@ std::vector<Candidate> candidates(const LayerState& state, const Plan& plan, int
     return out;
 }
 
+constexpr float kLowest = -std::numeric_limits<float>::infinity();
+
+// The worst of the entries [from, to) as ranksBefore orders them: lowest
+// score (NaN as -inf), then the older position, which is the lower index
+// (a head's entries are in position order). A vectorised minimum, then the
+// first entry at it: the every_step hot path, one call per head per step
+// over the whole cache.
+int64_t worstCandidate(const float* row, int64_t from, int64_t to) {
+    float low = std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(min : low)
+    for (int64_t i = from; i < to; ++i) {
+        const float v = row[i] == row[i] ? row[i] : kLowest;
+        low = v < low ? v : low;
+    }
+    int64_t worst = from;
+    while ((row[worst] == row[worst] ? row[worst] : kLowest) != low) ++worst;
+    return worst;
+}
+
 // Keeps the `slots` best candidates of head h by score. Every_step policies
-// drop one entry per head per step: then a few linear scans over the scores
-// find the worst, without building and selecting candidate lists.
-void keepBest(const LayerState& state, Plan& plan, int64_t h, int64_t slots) {
+// drop one entry per head per step: then a few linear scans over the
+// candidates' range (between the sinks and the window) find the worst,
+// without building and selecting candidate lists.
+void keepBest(const LayerState& state, Plan& plan, int64_t h, int64_t slots, const Protected& prot) {
     auto& reasons = plan.reasons[h];
-    const int64_t len = state.length(h);
-    int64_t count = 0;
-    for (int64_t i = 0; i < len; ++i) count += reasons[i] == KeepReason::Evicted ? 1 : 0;
-    const int64_t drop = count - std::max<int64_t>(0, slots);
+    const int64_t len = state.length(h), from = prot.sinks, to = len - prot.window;
+    const int64_t drop = (to - from) - std::max<int64_t>(0, slots);
     if (drop > 16) {
         for (const Candidate& c : bestUnordered(candidates(state, plan, h), slots)) reasons[c.index] = KeepReason::Score;
         return;
     }
-    for (int64_t i = 0; i < len; ++i)
-        if (reasons[i] == KeepReason::Evicted) reasons[i] = KeepReason::Score;
+    std::fill(reasons.begin() + from, reasons.begin() + to, KeepReason::Score);
     const float* row = plan.scores.data_ptr<float>() + h * plan.scores.size(1);
     const auto& pos = state.positions[h];
+    if (drop == 1) {
+        reasons[worstCandidate(row, from, to)] = KeepReason::Evicted;
+        return;
+    }
     for (int64_t d = 0; d < drop; ++d) {
         int64_t worst = -1;
-        for (int64_t i = 0; i < len; ++i) {
-            if (reasons[i] != KeepReason::Score) continue;
-            if (worst < 0 || ranksBefore({row[worst], pos[worst], h, worst}, {row[i], pos[i], h, i})) worst = i;
+        float worstScore = 0;
+        for (int64_t i = from; i < to; ++i) {
+            if (reasons[i] != KeepReason::Score) continue;  // dropped by an earlier scan
+            const float v = std::isnan(row[i]) ? kLowest : row[i];
+            if (worst < 0 || v < worstScore || (v == worstScore && pos[i] < pos[worst])) {
+                worst = i;
+                worstScore = v;
+            }
         }
         reasons[worst] = KeepReason::Evicted;
     }
@@ -110,7 +162,7 @@ Plan ScorerPolicy::plan(const LayerState& state) {
     const int64_t S = sinks(state), W = window(state);
     Plan plan;
     const std::vector<Protected> prot = startPlan(state, S, W, B, plan);
-    plan.scores = displayScores(score(state), state, plan);
+    plan.scores = displayScores(score(state), state, prot);
 
     int64_t total = 0, protectedTotal = 0;
     for (int64_t h = 0; h < H; ++h) {
@@ -130,7 +182,8 @@ Plan ScorerPolicy::plan(const LayerState& state) {
     } else {
         // Uniform heads, or an adaptive layer that fits: top-k per head,
         // which keeps a whole head when it fits its budget.
-        for (int64_t h = 0; h < H; ++h) keepBest(state, plan, h, m_adaptive ? state.length(h) : B - prot[h].count());
+        for (int64_t h = 0; h < H; ++h)
+            keepBest(state, plan, h, m_adaptive ? state.length(h) : B - prot[h].count(), prot[h]);
     }
     finishPlan(plan);
     return plan;
@@ -138,11 +191,11 @@ Plan ScorerPolicy::plan(const LayerState& state) {
 
 Plan keepEverything(const LayerState& state, int64_t sinks, int64_t window) {
     Plan plan;
-    startPlan(state, sinks, window, std::numeric_limits<int64_t>::max(), plan);
+    const std::vector<Protected> prot = startPlan(state, sinks, window, std::numeric_limits<int64_t>::max(), plan);
     for (auto& head : plan.reasons)
         for (auto& r : head)
             if (r == KeepReason::Evicted) r = KeepReason::Score;
-    plan.scores = displayScores(at::Tensor(), state, plan);
+    plan.scores = displayScores(at::Tensor(), state, prot);
     finishPlan(plan);
     return plan;
 }

@@ -29,8 +29,61 @@ PoolKind poolKind(const std::string& name) {
     throw ArgumentError("pool=" + name + " is not one of max, avg");
 }
 
+namespace {
+
+// pool1d on the CPU for fp32: per row, `kernel` shifted passes over the
+// masked row (each vectorises), instead of ATen's pad + unfold + reduce over
+// windows of a few elements.
+at::Tensor pool1dHost(const at::Tensor& x, const at::Tensor& mask, int64_t kernel, PoolKind kind) {
+    const at::Tensor xc = x.contiguous();
+    const at::Tensor mc = mask.defined() ? mask.expand(x.sizes()).contiguous() : at::Tensor();
+    at::Tensor out = at::empty(x.sizes(), x.options());
+    const int64_t L = x.size(-1), rows = L ? x.numel() / L : 0, left = kernel / 2;
+    const float* xs = xc.data_ptr<float>();
+    const bool* ms = mc.defined() ? mc.data_ptr<bool>() : nullptr;
+    float* os = out.data_ptr<float>();
+    const float lowest = -std::numeric_limits<float>::infinity();
+    std::vector<float> value(static_cast<size_t>(L)), count(static_cast<size_t>(L));
+    std::vector<float> acc(static_cast<size_t>(L)), seen(static_cast<size_t>(L));
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = xs + r * L;
+        const bool* mr = ms ? ms + r * L : nullptr;
+        float* o = os + r * L;
+        for (int64_t i = 0; i < L; ++i) {
+            const bool in = !mr || mr[i];
+            value[i] = in ? xr[i] : (kind == PoolKind::Max ? lowest : 0.0f);
+            count[i] = in ? 1.0f : 0.0f;
+        }
+        std::fill(acc.begin(), acc.end(), kind == PoolKind::Max ? lowest : 0.0f);
+        std::fill(seen.begin(), seen.end(), 0.0f);
+        for (int64_t t = 0; t < kernel; ++t) {
+            // out[j] takes x[j + d], d = t - left, where 0 <= j + d < L.
+            const int64_t d = t - left, from = std::max<int64_t>(0, -d), to = std::min(L, L - d);
+            const float* v = value.data() + d;
+            if (kind == PoolKind::Max) {
+                for (int64_t j = from; j < to; ++j) acc[j] = std::max(acc[j], v[j]);
+            } else {
+                const float* c = count.data() + d;
+                for (int64_t j = from; j < to; ++j) {
+                    acc[j] += v[j];
+                    seen[j] += c[j];
+                }
+            }
+        }
+        for (int64_t j = 0; j < L; ++j) {
+            const bool in = !mr || mr[j];
+            o[j] = !in ? 0.0f : kind == PoolKind::Max ? acc[j] : acc[j] / std::max(seen[j], 1.0f);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
 at::Tensor pool1d(const at::Tensor& x, const at::Tensor& mask, int64_t kernel, PoolKind kind) {
     if (x.size(-1) == 0 || kernel <= 1) return mask.defined() ? x.masked_fill(~mask, 0) : x.clone();
+    if (x.is_cpu() && x.scalar_type() == at::kFloat && (!mask.defined() || mask.is_cpu()))
+        return pool1dHost(x, mask, kernel, kind);
     const at::Tensor m = mask.defined() ? mask.expand(x.sizes()) : at::ones(x.sizes(), x.options().dtype(at::kBool));
     const int64_t left = kernel / 2, right = kernel - 1 - left;
     // windows[..., j, t] = x[j - left + t]: the pad value stands for entries
@@ -64,6 +117,29 @@ std::vector<Candidate> topK(std::vector<Candidate> candidates, int64_t k) {
                       [](const Candidate& a, const Candidate& b) { return ranksBefore(a, b); });
     candidates.resize(static_cast<size_t>(k));
     return candidates;
+}
+
+void addGroupRow(const float* probs, int64_t numKvHeads, int64_t Hq, int64_t n, int64_t L, int64_t h, int64_t i,
+                 int64_t len, GqaReduce how, float* acc, std::vector<float>& scratch) {
+    const int64_t G = Hq / numKvHeads;
+    const float* first = probs + ((h * G) * n + i) * L;
+    if (G == 1) {
+        for (int64_t e = 0; e < len; ++e) acc[e] += first[e];
+        return;
+    }
+    if (G == 2) {  // one pass (the common GQA layout of small models)
+        const float* second = first + n * L;
+        if (how == GqaReduce::Max)
+            for (int64_t e = 0; e < len; ++e) acc[e] += std::max(first[e], second[e]);
+        else if (how == GqaReduce::Sum)
+            for (int64_t e = 0; e < len; ++e) acc[e] += first[e] + second[e];
+        else
+            for (int64_t e = 0; e < len; ++e) acc[e] += (first[e] + second[e]) / 2.0f;
+        return;
+    }
+    scratch.resize(static_cast<size_t>(len));
+    reduceGroupRow(probs, numKvHeads, Hq, n, L, h, i, len, how, scratch.data());
+    for (int64_t e = 0; e < len; ++e) acc[e] += scratch[static_cast<size_t>(e)];
 }
 
 void reduceGroupRow(const float* probs, int64_t numKvHeads, int64_t Hq, int64_t n, int64_t L, int64_t h,
@@ -110,14 +186,18 @@ std::vector<std::vector<Candidate>> allocateAdaptive(const std::vector<std::vect
     std::vector<std::vector<Candidate>> chosen(candidates.size());
     std::vector<Candidate> rest;
     int64_t taken = 0;
+    // Sets, not orders, are chosen: linear-time selections (ranksBefore is a
+    // strict total order, so they pick exactly what sorting would).
+    const auto better = [](const Candidate& a, const Candidate& b) { return ranksBefore(a, b); };
     for (size_t h = 0; h < candidates.size(); ++h) {
-        std::vector<Candidate> ranked = topK(candidates[h], static_cast<int64_t>(candidates[h].size()));
+        std::vector<Candidate> ranked = candidates[h];
         const auto own = std::min<size_t>(static_cast<size_t>(std::max<int64_t>(0, floorPerHead)), ranked.size());
+        if (own > 0 && own < ranked.size()) std::nth_element(ranked.begin(), ranked.begin() + own, ranked.end(), better);
         chosen[h].assign(ranked.begin(), ranked.begin() + own);
         rest.insert(rest.end(), ranked.begin() + own, ranked.end());
         taken += static_cast<int64_t>(own);
     }
-    for (const Candidate& c : topK(std::move(rest), slots - taken)) chosen[c.head].push_back(c);
+    for (const Candidate& c : bestUnordered(std::move(rest), slots - taken)) chosen[c.head].push_back(c);
     return chosen;
 }
 

@@ -71,10 +71,16 @@ std::vector<Candidate> bestUnordered(std::vector<Candidate> candidates, int64_t 
 void reduceGroupRow(const float* probs, int64_t numKvHeads, int64_t Hq, int64_t n, int64_t L, int64_t h,
                     int64_t i, int64_t len, GqaReduce how, float* out);
 
+// acc[e] += the same reduced value (e < len), in one pass where G <= 2;
+// scratch is reused for larger groups.
+void addGroupRow(const float* probs, int64_t numKvHeads, int64_t Hq, int64_t n, int64_t L, int64_t h, int64_t i,
+                 int64_t len, GqaReduce how, float* acc, std::vector<float>& scratch);
+
 // Ada-KV (FFY0/AdaKV, kvpress AdaKVPress): each head first takes its own best
 // min(floor, |its candidates|) (the safeguard), then what is left of the
 // layer's `slots` goes to the globally best remaining candidates, whatever
-// their head. candidates[h] are head h's; the result lists each head's winners.
+// their head. candidates[h] are head h's; the result lists each head's
+// winners, in no particular order.
 std::vector<std::vector<Candidate>> allocateAdaptive(const std::vector<std::vector<Candidate>>& candidates,
                                                      int64_t floorPerHead, int64_t slots);
 

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <optional>
 
 #include "core/error.h"
 #include "core/model/model.h"
@@ -65,9 +67,18 @@ PolicyRun::PolicyRun(const Model& model, PolicyConfig config, const BudgetSpec& 
     m_lastPlan.resize(c.numLayers);
     m_lastOutputs.resize(c.numLayers);
     m_lastAttention.resize(c.numLayers);
+    m_observed.resize(c.numLayers);
 }
 
 PolicyRun::~PolicyRun() = default;
+
+LayerState PolicyRun::takeState(int64_t layer, int64_t seqLen) {
+    LayerState& seen = m_observed[layer];
+    if (seen.seqLen != seqLen) return state(layer, seqLen);
+    LayerState s = std::move(seen);
+    seen = LayerState{};
+    return s;
+}
 
 LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
     const auto& c = m_model.config();
@@ -105,7 +116,13 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
     // observes nothing after it.
     const bool observing = m_policy && !(m_promptDone && m_config.schedule == Schedule::PrefillOnce);
     const bool needProbs = captureHere || (observing && m_policy->info().usesAttention);
-    at::Tensor probs = needProbs ? m_cache.byEntry(layer, cap.probs) : at::Tensor();  // [Hq, n, L]
+    at::Tensor probs;  // [Hq, n, L]
+    if (needProbs) {
+        // Re-ordered for the policy alone: its cost, like observe's.
+        std::optional<ScopeTimer> timer;
+        if (!captureHere) timer.emplace(m_policySeconds);
+        probs = m_cache.byEntry(layer, cap.probs);
+    }
     if (isFull()) {
         // The full cache holds every position in order: entry index = position.
         // Only the latest query's row is kept (reordering all n rows of a
@@ -128,7 +145,9 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
     }
     if (observing) {
         ScopeTimer timer(m_policySeconds);
-        m_policy->observe(state(layer, positions.back() + 1), Observation{probs, cap.queries, positions});
+        LayerState& s = m_observed[layer];
+        s = state(layer, positions.back() + 1);
+        m_policy->observe(s, Observation{probs, cap.queries, positions});
     }
 }
 
@@ -189,7 +208,7 @@ void PolicyRun::trim() {
         int64_t total = 0;
         for (int64_t h = 0; h < c.numKvHeads; ++h) total += m_cache.length(l, h);
         if (total <= c.numKvHeads * m_budgets.perLayer[l]) continue;
-        LayerState st = state(l, m_cache.seqLen());
+        LayerState st = takeState(l, m_cache.seqLen());
         Plan plan = m_policy->plan(st);
         m_cache.apply(l, plan.keep);
         m_policy->applied(l, plan.keep);
@@ -200,8 +219,20 @@ void PolicyRun::trim() {
 
 namespace {
 
-// Rank as the selection orders: higher score first, ties to the more recent token.
-bool ranksBefore(float sa, int64_t pa, float sb, int64_t pb) { return sa != sb ? sa > sb : pa > pb; }
+// The rank of every scored entry of a plan's row as the selection orders
+// them (higher score first, ties to the more recent token, which is the
+// later entry); -1 where the score is NaN. One sort: O(n log n).
+std::vector<int32_t> ranksOfRow(const float* row, int64_t n) {
+    std::vector<int32_t> order;
+    order.reserve(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+        if (!std::isnan(row[i])) order.push_back(static_cast<int32_t>(i));
+    std::sort(order.begin(), order.end(),
+              [&](int32_t a, int32_t b) { return row[a] != row[b] ? row[a] > row[b] : a > b; });
+    std::vector<int32_t> rank(static_cast<size_t>(n), -1);
+    for (size_t r = 0; r < order.size(); ++r) rank[static_cast<size_t>(order[r])] = static_cast<int32_t>(r);
+    return rank;
+}
 
 }  // namespace
 
@@ -209,24 +240,47 @@ void PolicyRun::record(int64_t layer, std::vector<std::vector<int64_t>> position
     LastPlan& last = m_lastPlan[layer];
     last.positions = std::move(positionsBefore);
     last.reasons = std::move(plan.reasons);
-    last.scores = plan.scores.defined() ? plan.scores.to(at::kCPU, at::kFloat).contiguous() : at::Tensor();
+    last.scores = !plan.scores.defined() ? at::Tensor()
+                  : plan.scores.is_cpu() && plan.scores.scalar_type() == at::kFloat && plan.scores.is_contiguous()
+                      ? plan.scores
+                      : plan.scores.to(at::kCPU, at::kFloat).contiguous();
     const auto& before = last.positions;
     const float* sp = last.scores.defined() ? last.scores.data_ptr<float>() : nullptr;
     const int64_t stride = last.scores.defined() ? last.scores.size(1) : 0;
     for (size_t h = 0; h < before.size(); ++h) {
         HeadTrack& t = m_track[layer][h];
         const float* row = sp ? sp + static_cast<int64_t>(h) * stride : nullptr;
-        for (size_t i = 0; i < before[h].size(); ++i) {
-            const KeepReason r = i < last.reasons[h].size() ? last.reasons[h][i] : KeepReason::Evicted;
-            if (r != KeepReason::Evicted) continue;
-            const int64_t pos = before[h][i];
-            t.status[pos] = TokenStatus::Evicted;
-            t.score[pos] = row ? row[i] : kNoScore;
-            if (std::isnan(t.score[pos])) continue;
-            int32_t rank = 0;  // entries this plan ranked above the evicted one
-            for (size_t j = 0; j < before[h].size(); ++j)
-                if (!std::isnan(row[j]) && ranksBefore(row[j], before[h][j], row[i], pos)) ++rank;
-            t.rank[pos] = rank;
+        const auto& reasons = last.reasons[h];
+        const int64_t* pos = before[h].data();
+        const auto n = static_cast<int64_t>(before[h].size());
+        const auto* r = reinterpret_cast<const unsigned char*>(reasons.data());
+        const auto nr = std::min<int64_t>(n, static_cast<int64_t>(reasons.size()));
+        // A few evictions (every_step) are ranked by counting; many (a
+        // prompt's compression) by one sort of the row.
+        const bool many = n - static_cast<int64_t>(plan.keep[h].size()) > 16;
+        const std::vector<int32_t> ranks = many && row ? ranksOfRow(row, n) : std::vector<int32_t>();
+        static_assert(static_cast<int>(KeepReason::Evicted) == 0, "memchr looks for evicted entries as 0");
+        for (int64_t i = 0; i < n; ++i) {
+            if (i < nr) {  // the next evicted entry (entries past the reasons count as evicted)
+                const void* hit = std::memchr(r + i, 0, static_cast<size_t>(nr - i));
+                i = hit ? static_cast<const unsigned char*>(hit) - r : nr;
+                if (i >= n) break;
+            }
+            t.status[pos[i]] = TokenStatus::Evicted;
+            t.score[pos[i]] = row ? row[i] : kNoScore;
+            if (std::isnan(t.score[pos[i]])) continue;
+            if (many) {
+                t.rank[pos[i]] = ranks[static_cast<size_t>(i)];
+                continue;
+            }
+            // Entries this plan ranked above the evicted one (ranksBefore:
+            // higher score, or an equal score and more recent, which is a
+            // later entry); NaN compares false, so unscored entries never count.
+            const float s = row[i];
+            int32_t above = 0, ties = 0;
+            for (int64_t j = 0; j < n; ++j) above += row[j] > s ? 1 : 0;
+            for (int64_t j = i + 1; j < n; ++j) ties += row[j] == s ? 1 : 0;
+            t.rank[pos[i]] = above + ties;
         }
     }
 }
@@ -321,19 +375,18 @@ void PolicyRun::describeHeld(const LastPlan& last, size_t h, HeadTrace& ht) {
     if (h >= last.positions.size()) return;  // never planned: every held token is just held
     const auto& pos = last.positions[h];
     const float* row = last.scores.defined() ? last.scores.data_ptr<float>() + h * last.scores.size(1) : nullptr;
-    std::vector<size_t> scored;
     for (size_t i = 0; i < pos.size(); ++i) {
         const KeepReason r = i < last.reasons[h].size() ? last.reasons[h][i] : KeepReason::Evicted;
         const float s = row ? row[i] : kNoScore;
-        if (!std::isnan(s)) scored.push_back(i);
         if (r == KeepReason::Evicted) continue;
         ht.status[pos[i]] = statusOf(r);
         ht.score[pos[i]] = s;
         if (r == KeepReason::Score && !std::isnan(s) && (std::isnan(ht.cutoff) || s < ht.cutoff)) ht.cutoff = s;
     }
-    std::sort(scored.begin(), scored.end(),
-              [&](size_t a, size_t b) { return ranksBefore(row[a], pos[a], row[b], pos[b]); });
-    for (size_t r = 0; r < scored.size(); ++r) ht.rank[pos[scored[r]]] = static_cast<int32_t>(r);
+    if (!row) return;
+    const std::vector<int32_t> ranks = ranksOfRow(row, static_cast<int64_t>(pos.size()));
+    for (size_t i = 0; i < pos.size(); ++i)
+        if (ranks[i] >= 0) ht.rank[pos[i]] = ranks[i];
 }
 
 AttentionMap PolicyRun::attentionMap() const {

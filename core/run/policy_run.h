@@ -56,8 +56,9 @@ public:
     // [Hkv, T] bool: which token positions a layer's KV heads hold.
     at::Tensor heldMask(int64_t layer) const;
 
-    // Seconds spent inside the policy so far (observe, plan, the cache's
-    // apply, the trace record): what eviction costs beyond the model.
+    // Seconds spent inside the policy so far (observe and the attention
+    // re-ordered for it, plan, the cache's apply, the trace record): what
+    // eviction costs beyond the model.
     double policySeconds() const { return m_policySeconds; }
 
     void fillTrace(PolicyTrace& out) const;           // status/score/rank, budgets, memory
@@ -89,6 +90,9 @@ private:
     std::vector<PositionBand> prefillBand() const;
     bool bandShows(int64_t layer, int64_t key, int64_t query) const;
     LayerState state(int64_t layer, int64_t seqLen) const;
+    // The state observe() saw, if this step observed the layer and nothing
+    // changed it since (trim plans on it instead of building it again).
+    LayerState takeState(int64_t layer, int64_t seqLen);
     static void describeHeld(const LastPlan& last, size_t head, HeadTrace& out);
 
     const Model& m_model;
@@ -107,6 +111,7 @@ private:
     std::vector<at::Tensor> m_lastOutputs, m_lastAttention;
     std::vector<std::vector<HeadTrack>> m_track;  // [layer][kv head]
     std::vector<LastPlan> m_lastPlan;             // [layer]
+    std::vector<LayerState> m_observed;           // [layer]: the state of this step's observe (seqLen 0: none)
     std::vector<std::vector<float>> m_rows;       // captured attention rows, by query position
 };
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace kvlens::test {
 
@@ -22,6 +23,9 @@ LayerState makeState(const at::Tensor& keys, const at::Tensor& values, int64_t n
             positions.emplace_back();
             for (int64_t i = 0; i < L; ++i) positions.back().push_back(i);
         }
+    for (const auto& p : positions)
+        for (size_t i = 1; i < p.size(); ++i)
+            if (p[i] <= p[i - 1]) throw std::invalid_argument("makeState: positions must increase, as in the cache");
     s.positions = std::move(positions);
     bool ragged = false;
     std::vector<uint8_t> valid;
