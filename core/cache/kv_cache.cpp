@@ -279,7 +279,8 @@ void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep
                 std::memcpy(vd + to * row, vs + from * row, row);
             }
     } else {
-        at::Tensor index = hostLongs(idx, m_kvHeads, newMax, m_device).unsqueeze(-1).expand({m_kvHeads, newMax, m_headDim});
+        at::Tensor index =
+            hostLongs(idx, m_kvHeads, newMax, m_device).unsqueeze(-1).expand({m_kvHeads, newMax, m_headDim});
         k = L.k.narrow(1, 0, L.used).gather(1, index);
         v = L.v.narrow(1, 0, L.used).gather(1, index);
     }

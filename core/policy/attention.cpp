@@ -54,11 +54,30 @@ at::Tensor attentionOver(const LayerState& state, const at::Tensor& queries, con
     const at::Tensor q = queries.to(dev, at::kFloat).reshape({Hkv, G * m, D});
     const double scale = state.scale > 0 ? state.scale : 1.0 / std::sqrt(static_cast<double>(D));
     at::Tensor logits = at::matmul(q, k.transpose(1, 2)).mul_(scale).view({Hkv, G, m, L});
+    // Entries at or before the earliest query are seen by every query: only
+    // those after it (the window's own keys, and padding) need the causal
+    // mask, so it is built and applied on that tail alone.
+    const int64_t earliest = qpos.empty() ? 0 : *std::min_element(qpos.begin(), qpos.end());
+    int64_t first = L;
+    for (int64_t h = 0; h < Hkv; ++h) {
+        const auto& pos = state.positions[h];
+        first = std::min<int64_t>(first, std::upper_bound(pos.begin(), pos.end(), earliest) - pos.begin());
+    }
+    if (first == L) return at::softmax(logits, -1);
+    const int64_t tail = L - first;
+    std::vector<int64_t> tailPos(static_cast<size_t>(Hkv * tail), std::numeric_limits<int64_t>::max());
+    for (int64_t h = 0; h < Hkv; ++h) {
+        const auto& pos = state.positions[h];
+        for (int64_t i = first; i < static_cast<int64_t>(pos.size()); ++i) tailPos[h * tail + i - first] = pos[i];
+    }
     const at::Tensor qp = at::tensor(qpos, at::TensorOptions().dtype(at::kLong)).to(dev).view({1, 1, m, 1});
-    const at::Tensor visible = entryPositions(state).view({Hkv, 1, 1, L}) <= qp;
-    logits.masked_fill_(~visible, -std::numeric_limits<double>::infinity());
+    const at::Tensor hidden =
+        at::tensor(tailPos, at::TensorOptions().dtype(at::kLong)).to(dev).view({Hkv, 1, 1, tail}) > qp;
+    logits.narrow(3, first, tail).masked_fill_(hidden, -std::numeric_limits<double>::infinity());
     // A query whose keys were all evicted gives a NaN row; it attends nowhere.
-    return at::softmax(logits, -1).masked_fill_(~visible, 0);
+    at::Tensor probs = at::softmax(logits, -1);
+    probs.narrow(3, first, tail).masked_fill_(hidden, 0);  // entries before the tail are seen by all
+    return probs;
 }
 
 void QueryWindow::add(int64_t layer, const Observation& obs) {

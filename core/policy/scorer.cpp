@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 #include <limits>
+#include <numeric>
 
 #include "core/policy/select.h"
 

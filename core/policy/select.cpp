@@ -31,9 +31,25 @@ PoolKind poolKind(const std::string& name) {
 
 namespace {
 
-// pool1d on the CPU for fp32: per row, `kernel` shifted passes over the
-// masked row (each vectorises), instead of ATen's pad + unfold + reduce over
-// windows of a few elements.
+// The max over every window of k consecutive entries of b (size n >= k):
+// out[j] = max b[j .. j+k-1] for j < n - k + 1. Maxima over doubling spans
+// (1, 2, 4, ... P <= k), then two overlapping spans of P cover k: log2(k)
+// vectorised passes instead of k.
+void windowMax(std::vector<float>& b, int64_t k, float* out, int64_t count, std::vector<float>& tmp) {
+    int64_t span = 1;  // b[j] = the max of the `span` entries from j, for every j < b.size()
+    for (; 2 * span <= k; span *= 2) {
+        const auto m = static_cast<int64_t>(b.size()) - span;
+        tmp.resize(static_cast<size_t>(m));
+        for (int64_t j = 0; j < m; ++j) tmp[j] = std::max(b[j], b[j + span]);
+        b.swap(tmp);
+    }
+    const int64_t shift = k - span;  // 0 <= shift <= span
+    for (int64_t j = 0; j < count; ++j) out[j] = std::max(b[j], b[j + shift]);
+}
+
+// pool1d on the CPU for fp32: max by doubling spans (windowMax), mean by
+// `kernel` shifted passes over the masked row (each vectorises), instead of
+// ATen's pad + unfold + reduce over windows of a few elements.
 at::Tensor pool1dHost(const at::Tensor& x, const at::Tensor& mask, int64_t kernel, PoolKind kind) {
     const at::Tensor xc = x.contiguous();
     const at::Tensor mc = mask.defined() ? mask.expand(x.sizes()).contiguous() : at::Tensor();
@@ -44,11 +60,20 @@ at::Tensor pool1dHost(const at::Tensor& x, const at::Tensor& mask, int64_t kerne
     float* os = out.data_ptr<float>();
     const float lowest = -std::numeric_limits<float>::infinity();
     std::vector<float> value(static_cast<size_t>(L)), count(static_cast<size_t>(L));
-    std::vector<float> acc(static_cast<size_t>(L)), seen(static_cast<size_t>(L));
+    std::vector<float> acc(static_cast<size_t>(L)), seen(static_cast<size_t>(L)), padded, tmp;
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = xs + r * L;
         const bool* mr = ms ? ms + r * L : nullptr;
         float* o = os + r * L;
+        if (kind == PoolKind::Max) {
+            // Entries that do not exist or are masked read as -inf.
+            padded.assign(static_cast<size_t>(L + kernel - 1), lowest);
+            for (int64_t i = 0; i < L; ++i) padded[i + left] = !mr || mr[i] ? xr[i] : lowest;
+            windowMax(padded, kernel, o, L, tmp);
+            if (mr)
+                for (int64_t j = 0; j < L; ++j) o[j] = mr[j] ? o[j] : 0.0f;
+            continue;
+        }
         for (int64_t i = 0; i < L; ++i) {
             const bool in = !mr || mr[i];
             value[i] = in ? xr[i] : (kind == PoolKind::Max ? lowest : 0.0f);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/policy/select.h"
 
@@ -50,6 +51,39 @@ TEST(Pooling, MaskedEntriesNeitherGiveNorTake) {
     const at::Tensor two = at::stack({x, x * 2});
     const at::Tensor out = pool1d(two, mask.unsqueeze(0), 3, PoolKind::Max);
     expectRow(out[1], {10, 10, 10, 4, 0});
+}
+
+TEST(Pooling, RandomRowsMatchTheDefinition) {
+    // The CPU path (doubling spans for max, shifted sums for mean) against
+    // the definition written out: every kernel up to past the row length,
+    // masks broadcast over rows, negative and tied values.
+    at::manual_seed(3);
+    for (int64_t L : {1, 2, 7, 40}) {
+        const at::Tensor x = at::randint(-4, 5, {2, 3, L}).to(at::kFloat) / 2;  // ties on purpose
+        const at::Tensor mask = at::rand({2, 1, L}) > 0.3;
+        for (int64_t k = 1; k <= L + 3; ++k)
+            for (PoolKind kind : {PoolKind::Max, PoolKind::Avg}) {
+                const at::Tensor out = pool1d(x, mask, k, kind);
+                const int64_t left = k / 2;
+                for (int64_t a = 0; a < 2; ++a)
+                    for (int64_t b = 0; b < 3; ++b)
+                        for (int64_t j = 0; j < L; ++j) {
+                            float want = 0, sum = 0;
+                            int count = 0;
+                            if (mask[a][0][j].item<bool>()) {
+                                float best = -INFINITY;
+                                for (int64_t i = j - left; i < j - left + k; ++i)
+                                    if (i >= 0 && i < L && mask[a][0][i].item<bool>()) {
+                                        best = std::max(best, x[a][b][i].item<float>());
+                                        sum += x[a][b][i].item<float>();
+                                        ++count;
+                                    }
+                                want = kind == PoolKind::Max ? best : sum / static_cast<float>(count);
+                            }
+                            EXPECT_FLOAT_EQ(out[a][b][j].item<float>(), want) << "L " << L << " k " << k << " j " << j;
+                        }
+            }
+    }
 }
 
 TEST(GqaReduce, MeanMaxSumOverEachGroup) {
