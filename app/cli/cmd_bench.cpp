@@ -57,10 +57,12 @@ struct BenchArgs {
 struct Timing {
     double promptMs = 0, stepMs = 0;  // step: median over the measured steps
     double ratio = 0;                 // policy: median of (policy step / the full step beside it)
+    double ratioLow = 0, ratioHigh = 0;  // policy: their quartiles (the spread of the pairs)
     double cpuRatio = 0;              // the same with process CPU time (robust on a busy machine at --threads 1)
     double policyMs = 0;              // policy: mean time per step inside the policy (observe, plan, apply, record)
     double promptPolicyMs = 0;        // policy: time inside the policy while the prompt was read
     double kvShare = 1;               // policy: KV bytes held / the full cache's, after the last step
+    double budgetShare = 1;           // policy: mean layer budget / the context
 };
 
 // Wall and process CPU milliseconds of f().
@@ -80,10 +82,12 @@ Elapsed timed(F&& f) {
     return {std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), cpuMs() - c0};
 }
 
-double median(std::vector<double> v) {
+// The q-quantile (nearest rank) of v: 0.5 the median, 0.25 / 0.75 the quartiles.
+double quantile(std::vector<double> v, double q) {
     std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
+    return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
+double median(std::vector<double> v) { return quantile(std::move(v), 0.5); }
 
 // Runs full and the policy side by side on the same tokens, alternating each step.
 std::pair<Timing, Timing> timePair(const Model& model, const PolicyConfig& cfg, const BudgetSpec& budget,
@@ -131,8 +135,14 @@ std::pair<Timing, Timing> timePair(const Model& model, const PolicyConfig& cfg, 
     tf.stepMs = median(sf);
     tp.stepMs = median(sp);
     tp.ratio = median(ratios);
+    tp.ratioLow = quantile(ratios, 0.25);
+    tp.ratioHigh = quantile(ratios, 0.75);
     tp.cpuRatio = median(cpuRatios);
     tp.policyMs = (run.policySeconds() - policyAfterPrompt) * 1e3 / static_cast<double>(steps + warmup);
+    double budgetSum = 0;
+    for (int32_t b : run.budgets().perLayer) budgetSum += std::min<double>(b, static_cast<double>(context));
+    tp.budgetShare = budgetSum / static_cast<double>(std::max<size_t>(1, run.budgets().perLayer.size())) /
+                     static_cast<double>(context);
     tp.kvShare = static_cast<double>(run.cache().bytesHeld()) / static_cast<double>(std::max<uint64_t>(1, full.cache().bytesHeld()));
     return {tf, tp};
 }
@@ -294,7 +304,8 @@ long peakRssKiB() {
 }
 
 // The targets of SPEC.md "Performance" that one row can decide; empty when none applies.
-std::string verdict(const PolicyConfig& cfg, bool atContext, const Timing& tf, const Timing& tp, int64_t generated) {
+std::string verdict(const PolicyConfig& cfg, bool atContext, int64_t context, const Timing& tf, const Timing& tp,
+                    int64_t generated) {
     if (atContext && cfg.schedule == Schedule::EveryStep)
         return tp.ratio <= 1.10 ? "PASS <= 1.10x" : "FAIL > 1.10x";
     if (atContext && cfg.schedule == Schedule::PrefillOnce) {
@@ -307,11 +318,15 @@ std::string verdict(const PolicyConfig& cfg, bool atContext, const Timing& tf, c
                       100 * extra / base, static_cast<long long>(generated), tp.promptPolicyMs);
         return buf;
     }
-    if (!atContext) {
-        const bool faster = tp.ratio < 1.0, small = tp.kvShare <= 0.27;
-        return std::string(faster && small ? "PASS" : "FAIL") + (faster ? " faster" : " slower") + (small ? "" : ", KV > 27%");
-    }
-    return "";
+    // A reduced budget: SPEC's target is for budgets of at most 25 % (the
+    // step must be faster), and at long context (8192 tokens) the KV held
+    // must be at most 27 % of full; at shorter contexts the tokens generated
+    // since the prompt weigh more, and KV is only reported.
+    const bool faster = tp.ratio < 1.0;
+    if (tp.budgetShare > 0.25 + 1e-9) return faster ? "faster" : "slower";
+    const bool small = context < 8192 || tp.kvShare <= 0.27;
+    return std::string(faster && small ? "PASS" : "FAIL") + (faster ? " faster" : " slower") +
+           (small ? "" : ", KV > 27%");
 }
 
 std::vector<int64_t> randomTokens(const Model& model, uint64_t seed, int64_t n) {
@@ -323,11 +338,12 @@ std::vector<int64_t> randomTokens(const Model& model, uint64_t seed, int64_t n) 
 }
 
 void printHeader(const std::string& model, const Model& m, int64_t context, int64_t steps) {
-    std::printf("model %s, %s, %d threads, context %lld, %lld timed steps (medians; ratio = median of paired step ratios)\n"
-                "%-22s %-13s %-10s %9s %9s %8s %8s %11s %11s %9s %6s  %s\n",
+    std::printf("model %s, %s, %d threads, context %lld, %lld timed steps (medians; ratio = median of paired step "
+                "ratios, quartiles beside it)\n"
+                "%-22s %-13s %-10s %9s %9s %8s %-11s %8s %11s %11s %9s %6s  %s\n",
                 model.c_str(), (m.device().str() + "/" + dtypeLabel(m.dtype())).c_str(), at::get_num_threads(),
                 static_cast<long long>(context), static_cast<long long>(steps), "policy", "schedule", "budget",
-                "full ms", "pol ms", "ratio", "in pol", "prompt full", "prompt pol", "cpu ratio", "KV", "target");
+                "full ms", "pol ms", "ratio", "quartiles", "in pol", "prompt full", "prompt pol", "cpu ratio", "KV", "target");
 }
 
 // One row per policy × budget ("= context" first); appended to `rows`.
@@ -348,18 +364,19 @@ int benchRows(const Model& model, const std::vector<PolicyConfig>& policies,
                 spec = parseBudget(label);
             }
             auto [tf, tp] = timePair(model, cfg, spec, tokens, context, steps);
-            const std::string target = verdict(cfg, overhead, tf, tp, 256);
+            const std::string target = verdict(cfg, overhead, context, tf, tp, 256);
             failures += target.rfind("FAIL", 0) == 0;
             rows.push_back({{"policy", cfg.label()}, {"schedule", scheduleName(cfg.schedule)}, {"budget", label},
                             {"context", context}, {"full_step_ms", tf.stepMs}, {"policy_step_ms", tp.stepMs},
-                            {"step_ratio", tp.ratio}, {"policy_ms_per_step", tp.policyMs},
+                            {"step_ratio", tp.ratio}, {"step_ratio_q1", tp.ratioLow}, {"step_ratio_q3", tp.ratioHigh},
+                            {"policy_ms_per_step", tp.policyMs},
                             {"full_prompt_ms", tf.promptMs}, {"policy_prompt_ms", tp.promptMs},
                             {"policy_prompt_work_ms", tp.promptPolicyMs},
                             {"cpu_step_ratio", tp.cpuRatio}, {"kv_bytes_share", tp.kvShare}, {"target", target}});
             if (print)
-                std::printf("%-22s %-13s %-10s %9.3f %9.3f %7.3fx %8.3f %9.1fms %9.1fms %8.3fx %5.0f%%  %s\n",
+                std::printf("%-22s %-13s %-10s %9.3f %9.3f %7.3fx %5.3f-%5.3f %8.3f %9.1fms %9.1fms %8.3fx %5.0f%%  %s\n",
                             cfg.label().substr(0, 22).c_str(), scheduleName(cfg.schedule), label.c_str(), tf.stepMs,
-                            tp.stepMs, tp.ratio, tp.policyMs, tf.promptMs, tp.promptMs, tp.cpuRatio, 100 * tp.kvShare,
+                            tp.stepMs, tp.ratio, tp.ratioLow, tp.ratioHigh, tp.policyMs, tf.promptMs, tp.promptMs, tp.cpuRatio, 100 * tp.kvShare,
                             target.c_str());
         }
     return failures;
@@ -440,7 +457,9 @@ void runQuick(const BenchArgs& a) {
     }
 
     // 2. Overhead per decode step near the model's full context.
-    const int64_t steps = 16, context = maxContext - steps - 2;
+    // 48 paired steps: a step is ~0.5 ms here, so the median needs a few
+    // dozen pairs to stand still; they cost far less than the prompt reads.
+    const int64_t steps = 48, context = maxContext - steps - 2;
     nlohmann::json rows = nlohmann::json::array();
     if (print) printHeader(bundled.name, model, context, steps);
     std::vector<PolicyConfig> policies = policiesWith(Schedule::EveryStep);

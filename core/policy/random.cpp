@@ -23,7 +23,7 @@ public:
 protected:
     at::Tensor score(const LayerState& state) override {
         const int64_t H = state.numKvHeads, L = state.maxLength();
-        at::Tensor s = at::zeros({H, L}, at::kFloat);
+        at::Tensor s = at::empty({H, L}, at::kFloat);  // padding (i >= length) is never read
         float* p = s.data_ptr<float>();
         for (int64_t h = 0; h < H; ++h) {
             // SplitMix64 over (seed, layer, seqLen, head, entry): fully

@@ -1,6 +1,7 @@
 #include "core/policy/select.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
@@ -52,54 +53,61 @@ void windowMax(std::vector<float>& b, int64_t k, float* out, int64_t count, std:
 // ATen's pad + unfold + reduce over windows of a few elements.
 at::Tensor pool1dHost(const at::Tensor& x, const at::Tensor& mask, int64_t kernel, PoolKind kind) {
     const at::Tensor xc = x.contiguous();
-    const at::Tensor mc = mask.defined() ? mask.expand(x.sizes()).contiguous() : at::Tensor();
+    // The mask is read through its broadcast strides (a [Hkv, 1, 1, L] mask
+    // over [Hkv, G, m, L] rows is not copied m·G times); rows with a
+    // contiguous last dimension only.
+    at::Tensor mc = mask.defined() ? mask.expand(x.sizes()) : at::Tensor();
+    if (mc.defined() && mc.stride(-1) != 1) mc = mc.contiguous();
     at::Tensor out = at::empty(x.sizes(), x.options());
     const int64_t L = x.size(-1), rows = L ? x.numel() / L : 0, left = kernel / 2;
     const float* xs = xc.data_ptr<float>();
     const bool* ms = mc.defined() ? mc.data_ptr<bool>() : nullptr;
+    auto maskRow = [&](int64_t r) {  // r in row-major order over every dimension but the last
+        int64_t offset = 0;
+        for (int64_t d = x.dim() - 2; d >= 0; --d) {
+            offset += (r % x.size(d)) * mc.stride(d);
+            r /= x.size(d);
+        }
+        return ms + offset;
+    };
     float* os = out.data_ptr<float>();
     const float lowest = -std::numeric_limits<float>::infinity();
-    std::vector<float> value(static_cast<size_t>(L)), count(static_cast<size_t>(L));
-    std::vector<float> acc(static_cast<size_t>(L)), seen(static_cast<size_t>(L)), padded, tmp;
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = xs + r * L;
-        const bool* mr = ms ? ms + r * L : nullptr;
-        float* o = os + r * L;
-        if (kind == PoolKind::Max) {
-            // Entries that do not exist or are masked read as -inf.
-            padded.assign(static_cast<size_t>(L + kernel - 1), lowest);
-            for (int64_t i = 0; i < L; ++i) padded[i + left] = !mr || mr[i] ? xr[i] : lowest;
-            windowMax(padded, kernel, o, L, tmp);
-            if (mr)
-                for (int64_t j = 0; j < L; ++j) o[j] = mr[j] ? o[j] : 0.0f;
-            continue;
-        }
-        for (int64_t i = 0; i < L; ++i) {
-            const bool in = !mr || mr[i];
-            value[i] = in ? xr[i] : (kind == PoolKind::Max ? lowest : 0.0f);
-            count[i] = in ? 1.0f : 0.0f;
-        }
-        std::fill(acc.begin(), acc.end(), kind == PoolKind::Max ? lowest : 0.0f);
-        std::fill(seen.begin(), seen.end(), 0.0f);
-        for (int64_t t = 0; t < kernel; ++t) {
-            // out[j] takes x[j + d], d = t - left, where 0 <= j + d < L.
-            const int64_t d = t - left, from = std::max<int64_t>(0, -d), to = std::min(L, L - d);
-            const float* v = value.data() + d;
+    // Rows in parallel (SnapKV pools [Hkv, G, L], AnDPro [Hkv, G, m, L]).
+    at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(L, 1)), [&](int64_t begin, int64_t end) {
+        std::vector<float> value(static_cast<size_t>(L)), count(static_cast<size_t>(L));
+        std::vector<float> acc(static_cast<size_t>(L)), seen(static_cast<size_t>(L)), padded, tmp;
+        for (int64_t r = begin; r < end; ++r) {
+            const float* xr = xs + r * L;
+            const bool* mr = ms ? maskRow(r) : nullptr;
+            float* o = os + r * L;
             if (kind == PoolKind::Max) {
-                for (int64_t j = from; j < to; ++j) acc[j] = std::max(acc[j], v[j]);
-            } else {
-                const float* c = count.data() + d;
+                // Entries that do not exist or are masked read as -inf.
+                padded.assign(static_cast<size_t>(L + kernel - 1), lowest);
+                for (int64_t i = 0; i < L; ++i) padded[i + left] = !mr || mr[i] ? xr[i] : lowest;
+                windowMax(padded, kernel, o, L, tmp);
+                if (mr)
+                    for (int64_t j = 0; j < L; ++j) o[j] = mr[j] ? o[j] : 0.0f;
+                continue;
+            }
+            for (int64_t i = 0; i < L; ++i) {
+                const bool in = !mr || mr[i];
+                value[i] = in ? xr[i] : 0.0f;
+                count[i] = in ? 1.0f : 0.0f;
+            }
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            std::fill(seen.begin(), seen.end(), 0.0f);
+            for (int64_t t = 0; t < kernel; ++t) {
+                // out[j] takes x[j + d], d = t - left, where 0 <= j + d < L.
+                const int64_t d = t - left, from = std::max<int64_t>(0, -d), to = std::min(L, L - d);
+                const float *v = value.data() + d, *c = count.data() + d;
                 for (int64_t j = from; j < to; ++j) {
                     acc[j] += v[j];
                     seen[j] += c[j];
                 }
             }
+            for (int64_t j = 0; j < L; ++j) o[j] = !mr || mr[j] ? acc[j] / std::max(seen[j], 1.0f) : 0.0f;
         }
-        for (int64_t j = 0; j < L; ++j) {
-            const bool in = !mr || mr[j];
-            o[j] = !in ? 0.0f : kind == PoolKind::Max ? acc[j] : acc[j] / std::max(seen[j], 1.0f);
-        }
-    }
+    });
     return out;
 }
 
@@ -217,7 +225,8 @@ std::vector<std::vector<Candidate>> allocateAdaptive(const std::vector<std::vect
     for (size_t h = 0; h < candidates.size(); ++h) {
         std::vector<Candidate> ranked = candidates[h];
         const auto own = std::min<size_t>(static_cast<size_t>(std::max<int64_t>(0, floorPerHead)), ranked.size());
-        if (own > 0 && own < ranked.size()) std::nth_element(ranked.begin(), ranked.begin() + own, ranked.end(), better);
+        if (own > 0 && own < ranked.size())
+            std::nth_element(ranked.begin(), ranked.begin() + static_cast<int64_t>(own), ranked.end(), better);
         chosen[h].assign(ranked.begin(), ranked.begin() + own);
         rest.insert(rest.end(), ranked.begin() + own, ranked.end());
         taken += static_cast<int64_t>(own);

@@ -97,7 +97,14 @@ LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
     } else {
         s.valid = m_cache.entryValid(layer);
     }
-    for (int64_t h = 0; h < c.numKvHeads; ++h) s.positions.push_back(m_cache.positions(layer, h));
+    // Copied into the buffers the previous plan's positions left (record()
+    // hands them back): a step allocates nothing for them.
+    s.positions = std::move(m_sparePositions);
+    s.positions.resize(static_cast<size_t>(c.numKvHeads));
+    for (int64_t h = 0; h < c.numKvHeads; ++h) {
+        const std::vector<int64_t>& held = m_cache.positions(layer, h);
+        s.positions[h].assign(held.begin(), held.end());
+    }
     s.budget = m_budgets.perLayer[layer];
     s.seqLen = seqLen;
     s.promptLength = m_promptLength;
@@ -238,7 +245,8 @@ std::vector<int32_t> ranksOfRow(const float* row, int64_t n) {
 
 void PolicyRun::record(int64_t layer, std::vector<std::vector<int64_t>> positionsBefore, Plan plan) {
     LastPlan& last = m_lastPlan[layer];
-    last.positions = std::move(positionsBefore);
+    last.positions.swap(positionsBefore);
+    m_sparePositions = std::move(positionsBefore);  // the old plan's buffers, for the next state()
     last.reasons = std::move(plan.reasons);
     last.scores = !plan.scores.defined() ? at::Tensor()
                   : plan.scores.is_cpu() && plan.scores.scalar_type() == at::kFloat && plan.scores.is_contiguous()

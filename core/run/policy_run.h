@@ -112,6 +112,7 @@ private:
     std::vector<std::vector<HeadTrack>> m_track;  // [layer][kv head]
     std::vector<LastPlan> m_lastPlan;             // [layer]
     std::vector<LayerState> m_observed;           // [layer]: the state of this step's observe (seqLen 0: none)
+    mutable std::vector<std::vector<int64_t>> m_sparePositions;  // buffers state() reuses
     std::vector<std::vector<float>> m_rows;       // captured attention rows, by query position
 };
 

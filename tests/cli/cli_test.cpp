@@ -280,9 +280,17 @@ TEST_F(CliTest, BenchReportsRatiosPolicyTimeMemoryAndTargets) {
         EXPECT_GT(row["step_ratio"].get<double>(), 0.0);
         EXPECT_GE(row["policy_ms_per_step"].get<double>(), 0.0);
         EXPECT_FALSE(row["target"].get<std::string>().empty()) << row.dump();
+        EXPECT_LE(row["step_ratio_q1"].get<double>(), row["step_ratio"].get<double>()) << row.dump();
+        EXPECT_GE(row["step_ratio_q3"].get<double>(), row["step_ratio"].get<double>()) << row.dump();
     }
     EXPECT_GT(j["rows"][0]["policy_ms_per_step"].get<double>(), 0.0) << "h2o observes and plans every step";
     EXPECT_EQ(j["rows"][2]["policy_ms_per_step"].get<double>(), 0.0) << "snapkv does nothing after the prompt";
+    // snapkv's overhead row compresses (at budget = context it would have
+    // nothing to do), and its verdict is the work it did on the prompt.
+    EXPECT_EQ(j["rows"][0]["budget"], "= context");
+    EXPECT_EQ(j["rows"][2]["budget"], "50%");
+    EXPECT_GT(j["rows"][2]["policy_prompt_work_ms"].get<double>(), 0.0);
+    EXPECT_NE(j["rows"][2]["target"].get<std::string>().find("prompt work"), std::string::npos);
     // 25 % of the 40-token prompt, of the 46 tokens read (4 timed + 2 warm-up steps)
     EXPECT_NEAR(j["rows"][1]["kv_bytes_share"].get<double>(), 10.0 / 46.0, 1e-9);
     expectOneLineError("bench --synthetic gpt5 --context 8", "--synthetic: unknown shape 'gpt5'");
