@@ -280,6 +280,8 @@ TEST_F(CliTest, BenchReportsRatiosPolicyTimeMemoryAndTargets) {
         EXPECT_GT(row["step_ratio"].get<double>(), 0.0);
         EXPECT_GE(row["policy_ms_per_step"].get<double>(), 0.0);
         EXPECT_FALSE(row["target"].get<std::string>().empty()) << row.dump();
+        EXPECT_GT(row["full_prefill_tok_s"].get<double>(), 0.0) << row.dump();
+        EXPECT_GT(row["full_decode_tok_s"].get<double>(), 0.0) << row.dump();
         EXPECT_LE(row["step_ratio_q1"].get<double>(), row["step_ratio"].get<double>()) << row.dump();
         EXPECT_GE(row["step_ratio_q3"].get<double>(), row["step_ratio"].get<double>()) << row.dump();
     }
