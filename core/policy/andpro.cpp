@@ -33,11 +33,16 @@ protected:
         const int64_t Hkv = attn.size(0), G = attn.size(1), m = attn.size(2), L = attn.size(3);
         const at::Tensor before = beforeWindow(state);
         const at::Tensor pooled = pool1d(attn, before.view({Hkv, 1, 1, L}), kernel(), pool()).reshape({Hkv, G * m, L});
-        const at::Tensor evictable = (before & ~edgeMask(state, m_sinks, 0)).to(at::kFloat).unsqueeze(1);
-        const at::Tensor v = state.values.to(at::kFloat);                   // [Hkv, L, D]
-        const at::Tensor anchor = at::matmul(pooled * evictable, v);         // [Hkv, G*m, D]
-        const at::Tensor along = at::matmul(anchor, v.transpose(1, 2));      // <y_i, v_j>: [Hkv, G*m, L]
-        const at::Tensor perHead = (pooled * along).view({Hkv, G, m, L}).sum(2).reshape({Hkv * G, L});
+        // The anchor sums over the evictable entries: the pooled weights
+        // with each head's sinks zeroed (pool1d already zeroed the window
+        // and the padding, where `before` is false).
+        at::Tensor evictable = pooled.clone();
+        for (int64_t h = 0; h < Hkv; ++h)
+            if (const int64_t s = std::min(m_sinks, state.length(h)); s > 0) evictable[h].narrow(-1, 0, s).zero_();
+        const at::Tensor v = state.values.to(at::kFloat);               // [Hkv, L, D]
+        const at::Tensor anchor = at::matmul(evictable, v);              // [Hkv, G*m, D]
+        at::Tensor along = at::matmul(anchor, v.transpose(1, 2));        // <y_i, v_j>: [Hkv, G*m, L]
+        const at::Tensor perHead = along.mul_(pooled).view({Hkv, G, m, L}).sum(2).reshape({Hkv * G, L});
         const at::Tensor s = reduceGroups(perHead, Hkv, config().gqa);
         return m_chunk > 1 ? chunkSums(s, state) : s;
     }
