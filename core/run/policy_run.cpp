@@ -80,6 +80,10 @@ LayerState PolicyRun::takeState(int64_t layer, int64_t seqLen) {
     return s;
 }
 
+void PolicyRun::forgetObserved() {
+    for (auto& s : m_observed) s = LayerState{};
+}
+
 LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
     const auto& c = m_model.config();
     LayerState s;
@@ -318,6 +322,7 @@ void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::functi
             if (trimDue()) trim();
         }
     }
+    forgetObserved();
     m_promptDone = true;
 }
 
@@ -342,6 +347,7 @@ bool PolicyRun::bandShows(int64_t layer, int64_t key, int64_t query) const {
 void PolicyRun::readToken(int64_t token) {
     forward({token});
     if (m_promptDone && trimDue()) trim();
+    forgetObserved();
 }
 
 at::Tensor PolicyRun::heldMask(int64_t layer) const {

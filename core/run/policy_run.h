@@ -93,6 +93,9 @@ private:
     // The state observe() saw, if this step observed the layer and nothing
     // changed it since (trim plans on it instead of building it again).
     LayerState takeState(int64_t layer, int64_t seqLen);
+    // Drops what takeState did not take: a kept state's key/value views
+    // would hold the cache's storage from before its next reallocation.
+    void forgetObserved();
     static void describeHeld(const LastPlan& last, size_t head, HeadTrace& out);
 
     const Model& m_model;
