@@ -61,7 +61,6 @@ struct Timing {
     double cpuRatio = 0;              // the same with process CPU time (robust on a busy machine at --threads 1)
     double policyMs = 0;              // policy: mean time per step inside the policy (observe, plan, apply, record)
     double promptPolicyMs = 0;        // policy: time inside the policy while the prompt was read
-    double promptModelMs = 0;         // policy: the rest of that same read (what a full-cache read costs)
     double kvShare = 1;               // policy: KV bytes held / the full cache's, after the last step
     double budgetShare = 1;           // policy: mean layer budget / the context
 };
@@ -118,7 +117,6 @@ std::pair<Timing, Timing> timePair(const Model& model, const PolicyConfig& cfg, 
         }
         tf.promptMs = std::min(tf.promptMs, timed([&] { full2.readPrompt(prompt, {}); }).wall);
     }
-    tp.promptModelMs = tp.promptMs - tp.promptPolicyMs;
     const double policyAfterPrompt = run.policySeconds();
     std::vector<double> sf, sp, ratios, cpuRatios;
     const int64_t warmup = 2;
@@ -322,7 +320,7 @@ std::string verdict(const PolicyConfig& cfg, bool atContext, int64_t context, co
         // counts as no gain), against the model's share of that prompt read
         // plus the full cache's steps.
         const double extra = tp.promptPolicyMs + generated * std::max(0.0, tp.ratio - 1.0) * tf.stepMs;
-        const double base = tp.promptModelMs + generated * tf.stepMs;
+        const double base = (tp.promptMs - tp.promptPolicyMs) + generated * tf.stepMs;
         char buf[96];
         std::snprintf(buf, sizeof buf, "%s %+.1f%% /%lld (prompt work %.1f ms)", extra / base <= 0.02 ? "PASS" : "FAIL",
                       100 * extra / base, static_cast<long long>(generated), tp.promptPolicyMs);

@@ -65,14 +65,8 @@ at::Tensor attentionOver(const LayerState& state, const at::Tensor& queries, con
     }
     if (first == L) return at::softmax(logits, -1);
     const int64_t tail = L - first;
-    std::vector<int64_t> tailPos(static_cast<size_t>(Hkv * tail), std::numeric_limits<int64_t>::max());
-    for (int64_t h = 0; h < Hkv; ++h) {
-        const auto& pos = state.positions[h];
-        for (int64_t i = first; i < static_cast<int64_t>(pos.size()); ++i) tailPos[h * tail + i - first] = pos[i];
-    }
     const at::Tensor qp = at::tensor(qpos, at::TensorOptions().dtype(at::kLong)).to(dev).view({1, 1, m, 1});
-    const at::Tensor hidden =
-        at::tensor(tailPos, at::TensorOptions().dtype(at::kLong)).to(dev).view({Hkv, 1, 1, tail}) > qp;
+    const at::Tensor hidden = entryPositions(state).narrow(1, first, tail).reshape({Hkv, 1, 1, tail}) > qp;
     logits.narrow(3, first, tail).masked_fill_(hidden, -std::numeric_limits<double>::infinity());
     // A query whose keys were all evicted gives a NaN row; it attends nowhere.
     at::Tensor probs = at::softmax(logits, -1);

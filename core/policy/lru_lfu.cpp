@@ -77,26 +77,17 @@ protected:
                 reduceGroupRow(p, H, Hq, n, L, h, i, static_cast<int64_t>(pos.size()), config().gqa, reduced);
                 float* row = st + h * cap;
                 const auto qf = static_cast<float>(q);
+                auto use = [&](size_t e, bool used) {  // LFU counts the use, LRU remembers its step
+                    row[e] = m_frequency ? row[e] + (used ? 1.0f : 0.0f) : (used ? std::max(row[e], qf) : row[e]);
+                };
                 if (seen == static_cast<int64_t>(pos.size()) && !pos.empty() && pos.back() == q) {
                     // A decode step: every entry seen, the query's own key last.
                     const size_t last = pos.size() - 1;
-                    for (size_t e = 0; e < last; ++e) {
-                        const bool used = reduced[e] >= threshold;
-                        if (m_frequency)
-                            row[e] += used ? 1.0f : 0.0f;
-                        else
-                            row[e] = used ? std::max(row[e], qf) : row[e];
-                    }
-                    row[last] = m_frequency ? row[last] + 1.0f : std::max(row[last], qf);
+                    for (size_t e = 0; e < last; ++e) use(e, reduced[e] >= threshold);
+                    use(last, true);
                     continue;
                 }
-                for (size_t e = 0; e < pos.size(); ++e) {
-                    const bool used = pos[e] == q || (pos[e] <= q && reduced[e] >= threshold);
-                    if (m_frequency)
-                        row[e] += used ? 1.0f : 0.0f;
-                    else if (used)
-                        row[e] = std::max(row[e], qf);
-                }
+                for (size_t e = 0; e < pos.size(); ++e) use(e, pos[e] == q || (pos[e] <= q && reduced[e] >= threshold));
             }
         }
     }

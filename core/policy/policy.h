@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -63,6 +64,22 @@ struct Observation {
 
 // Why an entry was kept (shown in the token strip).
 enum class KeepReason : uint8_t { Evicted = 0, Score = 1, Sink = 2, Window = 3 };
+
+// Calls f(i) for each entry i of `reasons` that is Evicted, in order.
+// KeepReason::Evicted is 0, so memchr finds them (an every_step plan has
+// one per head among thousands).
+template <class F>
+void forEachEvicted(const std::vector<KeepReason>& reasons, F&& f) {
+    static_assert(static_cast<int>(KeepReason::Evicted) == 0, "memchr looks for evicted entries as 0");
+    const auto* r = reinterpret_cast<const unsigned char*>(reasons.data());
+    const size_t n = reasons.size();
+    for (size_t i = 0; i < n; ++i) {
+        const void* hit = std::memchr(r + i, 0, n - i);
+        if (!hit) return;
+        i = static_cast<size_t>(static_cast<const unsigned char*>(hit) - r);
+        f(static_cast<int64_t>(i));
+    }
+}
 
 struct Plan {
     std::vector<std::vector<int64_t>> keep;   // per KV head: sorted, unique entry indices

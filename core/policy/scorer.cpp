@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -33,26 +32,23 @@ std::vector<Protected> startPlan(const LayerState& state, int64_t sinks, int64_t
     return prot;
 }
 
-// Fills plan.keep from the reasons (sorted by construction): runs of kept
-// entries between the evicted ones (KeepReason::Evicted is 0, so memchr
-// finds them), which every_step plans have only a few of.
+// Fills plan.keep from the reasons (sorted by construction): the runs of
+// kept entries between the evicted ones.
 void finishPlan(Plan& plan) {
-    static_assert(static_cast<int>(KeepReason::Evicted) == 0, "memchr looks for evicted entries as 0");
     for (size_t h = 0; h < plan.reasons.size(); ++h) {
-        const auto* r = reinterpret_cast<const unsigned char*>(plan.reasons[h].data());
-        const size_t len = plan.reasons[h].size();
         auto& keep = plan.keep[h];
-        keep.resize(len);
-        size_t i = 0, out = 0;
-        while (i < len) {
-            const void* hit = std::memchr(r + i, 0, len - i);
-            const size_t end = hit ? static_cast<size_t>(static_cast<const unsigned char*>(hit) - r) : len;
-            std::iota(keep.begin() + static_cast<int64_t>(out), keep.begin() + static_cast<int64_t>(out + end - i),
-                      static_cast<int64_t>(i));
-            out += end - i;
-            i = end + 1;
-        }
-        keep.resize(out);
+        keep.resize(plan.reasons[h].size());
+        int64_t next = 0, out = 0;  // next entry to keep from, entries kept so far
+        auto keepUpTo = [&](int64_t end) {
+            std::iota(keep.begin() + out, keep.begin() + out + (end - next), next);
+            out += end - next;
+        };
+        forEachEvicted(plan.reasons[h], [&](int64_t i) {
+            keepUpTo(i);
+            next = i + 1;
+        });
+        keepUpTo(static_cast<int64_t>(plan.reasons[h].size()));
+        keep.resize(static_cast<size_t>(out));
     }
 }
 
@@ -63,9 +59,7 @@ at::Tensor displayScores(const at::Tensor& raw, const LayerState& state, const s
     const float nan = std::numeric_limits<float>::quiet_NaN();
     at::Tensor s = at::empty({H, L}, at::TensorOptions().dtype(at::kFloat));
     float* p = s.data_ptr<float>();
-    const at::Tensor src = !raw.defined() ? at::Tensor()
-                           : raw.is_cpu() && raw.scalar_type() == at::kFloat ? raw
-                                                                              : raw.to(at::kCPU, at::kFloat);
+    const at::Tensor src = raw.defined() ? raw.to(at::kCPU, at::kFloat) : at::Tensor();
     const float* q = src.defined() ? src.data_ptr<float>() : nullptr;
     const int64_t s0 = q ? src.stride(0) : 0, s1 = q ? src.stride(1) : 0;
     for (int64_t h = 0; h < H; ++h) {

@@ -74,8 +74,7 @@ at::Tensor pool1dHost(const at::Tensor& x, const at::Tensor& mask, int64_t kerne
     const float lowest = -std::numeric_limits<float>::infinity();
     // Rows in parallel (SnapKV pools [Hkv, G, L], AnDPro [Hkv, G, m, L]).
     at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(L, 1)), [&](int64_t begin, int64_t end) {
-        std::vector<float> value(static_cast<size_t>(L)), count(static_cast<size_t>(L));
-        std::vector<float> acc(static_cast<size_t>(L)), seen(static_cast<size_t>(L)), padded, tmp;
+        std::vector<float> padded, tmp, value, count, acc, seen;  // max uses the first two, mean the rest
         for (int64_t r = begin; r < end; ++r) {
             const float* xr = xs + r * L;
             const bool* mr = ms ? maskRow(r) : nullptr;
@@ -89,13 +88,15 @@ at::Tensor pool1dHost(const at::Tensor& x, const at::Tensor& mask, int64_t kerne
                     for (int64_t j = 0; j < L; ++j) o[j] = mr[j] ? o[j] : 0.0f;
                 continue;
             }
+            value.resize(static_cast<size_t>(L));
+            count.resize(static_cast<size_t>(L));
             for (int64_t i = 0; i < L; ++i) {
                 const bool in = !mr || mr[i];
                 value[i] = in ? xr[i] : 0.0f;
                 count[i] = in ? 1.0f : 0.0f;
             }
-            std::fill(acc.begin(), acc.end(), 0.0f);
-            std::fill(seen.begin(), seen.end(), 0.0f);
+            acc.assign(static_cast<size_t>(L), 0.0f);
+            seen.assign(static_cast<size_t>(L), 0.0f);
             for (int64_t t = 0; t < kernel; ++t) {
                 // out[j] takes x[j + d], d = t - left, where 0 <= j + d < L.
                 const int64_t d = t - left, from = std::max<int64_t>(0, -d), to = std::min(L, L - d);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -252,10 +251,7 @@ void PolicyRun::record(int64_t layer, std::vector<std::vector<int64_t>> position
     last.positions.swap(positionsBefore);
     m_sparePositions = std::move(positionsBefore);  // the old plan's buffers, for the next state()
     last.reasons = std::move(plan.reasons);
-    last.scores = !plan.scores.defined() ? at::Tensor()
-                  : plan.scores.is_cpu() && plan.scores.scalar_type() == at::kFloat && plan.scores.is_contiguous()
-                      ? plan.scores
-                      : plan.scores.to(at::kCPU, at::kFloat).contiguous();
+    last.scores = plan.scores.defined() ? plan.scores.to(at::kCPU, at::kFloat).contiguous() : at::Tensor();
     const auto& before = last.positions;
     const float* sp = last.scores.defined() ? last.scores.data_ptr<float>() : nullptr;
     const int64_t stride = last.scores.defined() ? last.scores.size(1) : 0;
@@ -265,25 +261,17 @@ void PolicyRun::record(int64_t layer, std::vector<std::vector<int64_t>> position
         const auto& reasons = last.reasons[h];
         const int64_t* pos = before[h].data();
         const auto n = static_cast<int64_t>(before[h].size());
-        const auto* r = reinterpret_cast<const unsigned char*>(reasons.data());
-        const auto nr = std::min<int64_t>(n, static_cast<int64_t>(reasons.size()));
         // A few evictions (every_step) are ranked by counting; many (a
         // prompt's compression) by one sort of the row.
         const bool many = n - static_cast<int64_t>(plan.keep[h].size()) > 16;
         const std::vector<int32_t> ranks = many && row ? ranksOfRow(row, n) : std::vector<int32_t>();
-        static_assert(static_cast<int>(KeepReason::Evicted) == 0, "memchr looks for evicted entries as 0");
-        for (int64_t i = 0; i < n; ++i) {
-            if (i < nr) {  // the next evicted entry (entries past the reasons count as evicted)
-                const void* hit = std::memchr(r + i, 0, static_cast<size_t>(nr - i));
-                i = hit ? static_cast<const unsigned char*>(hit) - r : nr;
-                if (i >= n) break;
-            }
+        auto evicted = [&](int64_t i) {
             t.status[pos[i]] = TokenStatus::Evicted;
             t.score[pos[i]] = row ? row[i] : kNoScore;
-            if (std::isnan(t.score[pos[i]])) continue;
+            if (std::isnan(t.score[pos[i]])) return;
             if (many) {
                 t.rank[pos[i]] = ranks[static_cast<size_t>(i)];
-                continue;
+                return;
             }
             // Entries this plan ranked above the evicted one (ranksBefore:
             // higher score, or an equal score and more recent, which is a
@@ -293,7 +281,11 @@ void PolicyRun::record(int64_t layer, std::vector<std::vector<int64_t>> position
             for (int64_t j = 0; j < n; ++j) above += row[j] > s ? 1 : 0;
             for (int64_t j = i + 1; j < n; ++j) ties += row[j] == s ? 1 : 0;
             t.rank[pos[i]] = above + ties;
-        }
+        };
+        forEachEvicted(reasons, [&](int64_t i) {
+            if (i < n) evicted(i);
+        });
+        for (auto i = static_cast<int64_t>(reasons.size()); i < n; ++i) evicted(i);  // past the reasons: evicted
     }
 }
 

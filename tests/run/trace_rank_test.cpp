@@ -20,26 +20,35 @@ using namespace kvlens;
 
 namespace {
 
-std::unique_ptr<Model> smallModel(test::ScratchDir& dir) {
+// The trace of `policy` at `budget` after reading a random T-token prompt on
+// a small random model.
+struct PromptTrace {
+    PolicyTrace trace;
+    int64_t layers = 0, kvHeads = 0;
+};
+
+PromptTrace traceAfterPrompt(const std::string& policy, const std::string& budget, int64_t T, uint64_t seed) {
+    test::ScratchDir dir("trace-rank");
     test::ModelOptions o;
     o.maxPositions = 256;
     test::makeRandomModel(Family::Llama, o, 21, dir.path());
-    return Model::load(dir.path());
+    auto model = Model::load(dir.path());
+    PolicyRun run(*model, parsePolicySpec(policy), parseBudget(budget), T, CaptureTarget{});
+    run.readPrompt(test::randomTokens(T, o.vocabSize, seed), {});
+    PromptTrace out;
+    run.fillTrace(out.trace);
+    out.layers = model->config().numLayers;
+    out.kvHeads = model->config().numKvHeads;
+    return out;
 }
 
 }  // namespace
 
 TEST(TraceRanks, OnePromptPlanRanksEveryScoredTokenInScoreOrder) {
-    test::ScratchDir dir("trace-rank-prefill");
-    auto model = smallModel(dir);
     const int64_t T = 96;
-    const auto prompt = test::randomTokens(T, 64, 5);
-    PolicyRun run(*model, parsePolicySpec("snapkv:window=8"), parseBudget("40"), T, CaptureTarget{});
-    run.readPrompt(prompt, {});
-    PolicyTrace trace;
-    run.fillTrace(trace);
+    const PromptTrace r = traceAfterPrompt("snapkv:window=8", "40", T, 5);
     int64_t evicted = 0;
-    for (const auto& layer : trace.layers)
+    for (const auto& layer : r.trace.layers)
         for (const auto& head : layer.heads) {
             // Every token with a score was ranked by the one plan (kept or evicted).
             std::vector<std::tuple<float, int64_t, int32_t>> scored;  // score, position, rank
@@ -66,16 +75,10 @@ TEST(TraceRanks, EveryStepEvictionRanksTheWorstCandidateLast) {
     // H2O with B = 16 (recent = B/2 = 8) reads the prompt token by token: each
     // trim sees 17 entries, 8 protected by recency, 9 ranked; the evicted one
     // is their worst, so exactly 8 scored entries ranked above it.
-    test::ScratchDir dir("trace-rank-h2o");
-    auto model = smallModel(dir);
     const int64_t T = 60;
-    const auto prompt = test::randomTokens(T, 64, 6);
-    PolicyRun run(*model, parsePolicySpec("h2o"), parseBudget("16"), T, CaptureTarget{});
-    run.readPrompt(prompt, {});
-    PolicyTrace trace;
-    run.fillTrace(trace);
+    const PromptTrace r = traceAfterPrompt("h2o", "16", T, 6);
     int64_t evicted = 0;
-    for (const auto& layer : trace.layers)
+    for (const auto& layer : r.trace.layers)
         for (const auto& head : layer.heads) {
             EXPECT_EQ(head.held, 16);
             for (int64_t p = 0; p < T; ++p) {
@@ -85,5 +88,5 @@ TEST(TraceRanks, EveryStepEvictionRanksTheWorstCandidateLast) {
                 EXPECT_EQ(head.rank[p], 8) << "position " << p;
             }
         }
-    EXPECT_EQ(evicted, (T - 16) * model->config().numLayers * model->config().numKvHeads);
+    EXPECT_EQ(evicted, (T - 16) * r.layers * r.kvHeads);
 }
