@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "widgets/attention_lod.h"
+#include "widgets/save_file.h"
 
 namespace kvlens::ui {
 namespace {
@@ -428,6 +429,7 @@ QString writeFigure(const QString& file, const QSizeF& size, double scale, const
     if (suffix == QLatin1String("png")) {
         if (!(scale > 0 && scale <= 16)) return QStringLiteral("the PNG scale must be in (0, 16], not %1").arg(scale);
         QImage img(qCeil(size.width() * scale), qCeil(size.height() * scale), QImage::Format_RGB32);
+        if (img.isNull()) return QStringLiteral("cannot write %1: the image is too large").arg(file);
         // Laid out at 72 dpi (points); the file then says 72 × scale dpi.
         img.setDotsPerMeterX(qRound(72 / 0.0254));
         img.setDotsPerMeterY(qRound(72 / 0.0254));
@@ -440,34 +442,38 @@ QString writeFigure(const QString& file, const QSizeF& size, double scale, const
         img.setDotsPerMeterY(qRound(72 * scale / 0.0254));
         if (!title.isEmpty()) img.setText(QStringLiteral("Title"), title);
         img.setText(QStringLiteral("Software"), QStringLiteral("KVLens"));
-        return img.save(file, "PNG") ? QString() : QStringLiteral("cannot write %1").arg(file);
+        return saveThrough(file, [&img](QIODevice& out) {
+            return img.save(&out, "PNG") ? QString() : QStringLiteral("the PNG could not be encoded");
+        });
     }
     if (suffix == QLatin1String("svg")) {
-        QSvgGenerator svg;
-        svg.setFileName(file);
-        svg.setSize(size.toSize());
-        svg.setViewBox(area);
-        svg.setResolution(72);
-        svg.setTitle(title);
-        svg.setDescription(QStringLiteral("KVLens figure"));
-        QPainter p;
-        if (!p.begin(&svg)) return QStringLiteral("cannot write %1").arg(file);
-        paint(p, area);
-        p.end();
-        return QFileInfo(file).size() > 0 ? QString() : QStringLiteral("cannot write %1").arg(file);
+        return saveThrough(file, [&](QIODevice& out) {
+            QSvgGenerator svg;
+            svg.setOutputDevice(&out);
+            svg.setSize(size.toSize());
+            svg.setViewBox(area);
+            svg.setResolution(72);
+            svg.setTitle(title);
+            svg.setDescription(QStringLiteral("KVLens figure"));
+            QPainter p;
+            if (!p.begin(&svg)) return QStringLiteral("the SVG could not be started");
+            paint(p, area);
+            return p.end() ? QString() : QStringLiteral("the SVG could not be finished");
+        });
     }
     if (suffix == QLatin1String("pdf")) {
-        QPdfWriter pdf(file);
-        pdf.setResolution(72);
-        pdf.setPageSize(QPageSize(size, QPageSize::Point, QString(), QPageSize::ExactMatch));
-        pdf.setPageMargins(QMarginsF(0, 0, 0, 0));
-        pdf.setTitle(title);
-        pdf.setCreator(QStringLiteral("KVLens"));
-        QPainter p;
-        if (!p.begin(&pdf)) return QStringLiteral("cannot write %1").arg(file);
-        paint(p, area);
-        p.end();
-        return QFileInfo(file).size() > 0 ? QString() : QStringLiteral("cannot write %1").arg(file);
+        return saveThrough(file, [&](QIODevice& out) {
+            QPdfWriter pdf(&out);
+            pdf.setResolution(72);
+            pdf.setPageSize(QPageSize(size, QPageSize::Point, QString(), QPageSize::ExactMatch));
+            pdf.setPageMargins(QMarginsF(0, 0, 0, 0));
+            pdf.setTitle(title);
+            pdf.setCreator(QStringLiteral("KVLens"));
+            QPainter p;
+            if (!p.begin(&pdf)) return QStringLiteral("the PDF could not be started");
+            paint(p, area);
+            return p.end() ? QString() : QStringLiteral("the PDF could not be finished");
+        });
     }
     return QStringLiteral("%1: a figure is .png, .svg or .pdf").arg(file);
 }

@@ -53,8 +53,10 @@ void paintGridFigure(QPainter& p, const QRectF& area, const std::vector<FigureVi
 
 using FigurePainter = std::function<void(QPainter&, const QRectF&)>;
 // Writes FILE.png (size × scale pixels, 72·scale dpi), FILE.svg or FILE.pdf
-// (vector, size in points) by the suffix. Returns an empty string on
-// success, otherwise one sentence saying why not.
+// (vector, size in points) by the suffix, through saveThrough() (a temporary
+// file renamed into place: a failed write leaves the old file as it was).
+// Returns an empty string on success, otherwise one sentence saying why not
+// ("cannot write FILE: No space left on device").
 QString writeFigure(const QString& file, const QSizeF& size, double scale, const FigurePainter& paint,
                     const QString& title = {});
 bool isFigureFile(const QString& file);  // .png, .svg or .pdf

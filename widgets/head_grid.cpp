@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "widgets/metric_text.h"
 #include "widgets/palette.h"
 
 namespace kvlens::ui {
@@ -55,8 +56,10 @@ QRect HeadGrid::cellRectIn(const QRect& area, int64_t layer, int64_t head) const
 QRect HeadGrid::cellRect(int64_t layer, int64_t head) const { return cellRectIn(rect(), layer, head); }
 
 float HeadGrid::mass(int64_t layer, int64_t head) const {
-    const auto& layers = m_trace->policies[static_cast<size_t>(m_policy)].layers;
-    if (layer >= static_cast<int64_t>(layers.size())) return std::nanf("");
+    const PolicyTrace& run = m_trace->policies[static_cast<size_t>(m_policy)];
+    const auto& layers = run.layers;
+    // A run that stopped (non-finite logits) has no meaningful mass: n/a.
+    if (!run.failure.empty() || layer >= static_cast<int64_t>(layers.size())) return std::nanf("");
     const auto& m = layers[static_cast<size_t>(layer)].retainedMass;
     return head < static_cast<int64_t>(m.size()) ? m[static_cast<size_t>(head)] : std::nanf("");
 }
@@ -84,7 +87,7 @@ void HeadGrid::paint(QPainter& p, const QRect& area) const {
                    QStringLiteral("L%1").arg(l));
         for (int64_t h = 0; h < H; ++h) {
             const float m = mass(l, h);
-            p.fillRect(cellRectIn(area, l, h), std::isnan(m) ? statusColour(TokenStatus::Unseen)
+            p.fillRect(cellRectIn(area, l, h), !std::isfinite(m) ? statusColour(TokenStatus::Unseen)
                                                              : QColor(viridis(std::clamp<double>(m, 0, 1))));
         }
     }
@@ -131,7 +134,7 @@ bool HeadGrid::event(QEvent* e) {
     QToolTip::showText(help->globalPos(),
                        QStringLiteral("layer %1, query head %2 (KV head %3)\nretained attention mass %4")
                            .arg(l).arg(h).arg(h / G)
-                           .arg(std::isnan(m) ? QStringLiteral("n/a") : QString::number(m, 'f', 3)),
+                           .arg(metricText(m, 3)),
                        this);
     return true;
 }

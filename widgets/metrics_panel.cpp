@@ -3,13 +3,17 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QGridLayout>
+#include <QImage>
+#include <QPdfWriter>
 #include <QSvgGenerator>
 #include <QSplitter>
 #include <QTextBrowser>
 #include <QVBoxLayout>
 #include <cmath>
 
+#include "widgets/metric_text.h"
 #include "widgets/palette.h"
+#include "widgets/save_file.h"
 #include "widgets/qcustomplot_include.h"
 
 namespace kvlens::ui {
@@ -43,6 +47,13 @@ QCPGraph* addSeries(QCustomPlot* plot, const QString& name, int policy, const QV
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 3));
     g->setData(x, y, true);
     return g;
+}
+
+// The legend's name of a run: its label, marked when it stopped (its
+// reason is in the outputs below and in its column's header).
+QString seriesName(const PolicyTrace& p) {
+    const QString label = QString::fromStdString(p.label);
+    return p.failure.empty() ? label : QStringLiteral("%1 (stopped)").arg(label);
 }
 
 }  // namespace
@@ -94,14 +105,21 @@ void MetricsPanel::plotSteps(std::shared_ptr<const Trace> t) {
     for (size_t p = 1; p < t->policies.size(); ++p) {
         const PolicyTrace& pt = t->policies[p];
         QVector<double> x, kl, agree;
-        int agreeing = 0;
+        int agreeing = 0, counted = 0;
         for (size_t i = 0; i < pt.metrics.size(); ++i) {
             x.push_back(static_cast<double>(i));
+            // A step whose KL is not finite has no meaningful top-1 either:
+            // a gap in both plots (QCustomPlot skips NaN), left out of the running share.
+            if (!std::isfinite(pt.metrics[i].kl)) {
+                kl.push_back(std::nan(""));
+                agree.push_back(std::nan(""));
+                continue;
+            }
             kl.push_back(pt.metrics[i].kl);
             agreeing += pt.metrics[i].top1Agrees ? 1 : 0;
-            agree.push_back(100.0 * agreeing / static_cast<double>(i + 1));
+            agree.push_back(100.0 * agreeing / static_cast<double>(++counted));
         }
-        const QString name = QString::fromStdString(pt.label);
+        const QString name = seriesName(pt);
         addSeries(m_kl, name, static_cast<int>(p), x, kl);
         addSeries(m_agree, name, static_cast<int>(p), x, agree);
     }
@@ -125,15 +143,17 @@ void MetricsPanel::plotMass(const Trace& t) {
     for (size_t p = 1; p < t.policies.size(); ++p) {
         QVector<double> x, y;
         const auto& layers = t.policies[p].layers;
-        for (size_t l = 0; l < layers.size(); ++l) {
+        for (size_t l = 0; l < layers.size() && t.policies[p].failure.empty(); ++l) {
             const auto& m = layers[l].retainedMass;
             if (m.empty()) continue;
             double sum = 0;
             for (float v : m) sum += v;
+            const double mean = sum / static_cast<double>(m.size());
+            if (!std::isfinite(mean)) continue;  // n/a: no point drawn
             x.push_back(static_cast<double>(l));
-            y.push_back(sum / static_cast<double>(m.size()));
+            y.push_back(mean);
         }
-        addSeries(m_mass, QString::fromStdString(t.policies[p].label), static_cast<int>(p), x, y);
+        addSeries(m_mass, seriesName(t.policies[p]), static_cast<int>(p), x, y);
     }
     m_mass->xAxis->setRange(-0.3, std::max<double>(1, static_cast<double>(t.numLayers) - 0.7));
     m_mass->yAxis->setRange(0, 1.05);
@@ -183,6 +203,8 @@ void MetricsPanel::showOutputs(const Trace& t) {
             html += differs ? QStringLiteral("<span style='background:#F8D0B8;text-decoration:underline'>%1</span>").arg(word)
                             : word;
         }
+        if (!pt.failure.empty())
+            html += QStringLiteral(" <b style='color:#B03000'>[%1]</b>").arg(stoppedText(pt).toHtmlEscaped());
         html += QStringLiteral("</p>");
     }
     if (t.teacherForced)
@@ -197,28 +219,46 @@ QString MetricsPanel::outputHtml() const { return m_outputs->toHtml(); }
 QString MetricsPanel::exportPlot(QCustomPlot* plot, const QString& file, double scale) {
     const int w = std::max(plot->width(), 480), h = std::max(plot->height(), 360);
     const QString ext = QFileInfo(file).suffix().toLower();
-    bool ok = false;
     if (ext == QLatin1String("png")) {
         if (!(scale > 0 && scale <= 16)) return tr("the PNG scale must be in (0, 16], got %1").arg(scale);
-        ok = plot->savePng(file, w, h, scale);
-    } else if (ext == QLatin1String("pdf")) {
-        ok = plot->savePdf(file, w, h);
-    } else if (ext == QLatin1String("svg")) {
-        QSvgGenerator svg;
-        svg.setFileName(file);
-        svg.setSize(QSize(w, h));
-        svg.setViewBox(QRect(0, 0, w, h));
-        svg.setTitle(plot->objectName());
-        QCPPainter painter;
-        ok = painter.begin(&svg);
-        if (ok) {
-            plot->toPainter(&painter, w, h);
-            ok = painter.end();
-        }
-    } else {
-        return tr("unknown plot format '%1' (png, svg, pdf)").arg(ext);
+        QImage image = plot->toPixmap(w, h, scale).toImage();
+        // What QCustomPlot::savePng writes: 96 dpi.
+        image.setDotsPerMeterX(qRound(96 / 0.0254));
+        image.setDotsPerMeterY(qRound(96 / 0.0254));
+        return saveThrough(file, [&image](QIODevice& out) {
+            return image.save(&out, "PNG") ? QString() : tr("the PNG could not be encoded");
+        });
     }
-    return ok ? QString() : tr("cannot write %1").arg(file);
+    if (ext == QLatin1String("pdf")) {
+        return saveThrough(file, [&](QIODevice& out) {
+            // As QCustomPlot::savePdf: one page of w × h points, no margins.
+            QPdfWriter pdf(&out);
+            pdf.setResolution(72);
+            pdf.setPageSize(QPageSize(QSizeF(w, h), QPageSize::Point, QString(), QPageSize::ExactMatch));
+            pdf.setPageMargins(QMarginsF(0, 0, 0, 0));
+            pdf.setTitle(plot->objectName());
+            pdf.setCreator(QStringLiteral("KVLens"));
+            QCPPainter painter;
+            if (!painter.begin(&pdf)) return tr("the PDF could not be started");
+            painter.setMode(QCPPainter::pmVectorized);
+            plot->toPainter(&painter, w, h);
+            return painter.end() ? QString() : tr("the PDF could not be finished");
+        });
+    }
+    if (ext == QLatin1String("svg")) {
+        return saveThrough(file, [&](QIODevice& out) {
+            QSvgGenerator svg;
+            svg.setOutputDevice(&out);
+            svg.setSize(QSize(w, h));
+            svg.setViewBox(QRect(0, 0, w, h));
+            svg.setTitle(plot->objectName());
+            QCPPainter painter;
+            if (!painter.begin(&svg)) return tr("the SVG could not be started");
+            plot->toPainter(&painter, w, h);
+            return painter.end() ? QString() : tr("the SVG could not be finished");
+        });
+    }
+    return tr("unknown plot format '%1' (png, svg, pdf)").arg(ext);
 }
 
 QString MetricsPanel::exportPlots(const QString& folder, const QString& format, double scale, QStringList* written) const {

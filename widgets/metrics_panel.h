@@ -30,7 +30,9 @@ public:
 
     // Writes one plot as PNG (at `scale` device pixels per point), SVG or PDF
     // (vector), chosen by the file's extension, at the plot's size (at least
-    // 480 x 360 points). Returns an empty string, or why it could not.
+    // 480 x 360 points), through saveThrough() (widgets/save_file.h: a failed
+    // write leaves the old file as it was). Returns an empty string, or why
+    // it could not.
     static QString exportPlot(QCustomPlot* plot, const QString& file, double scale = 2.0);
     // The four plots into `folder` as kl, agreement, mass and memory.<format>;
     // the written paths go to `written`.

@@ -20,7 +20,8 @@ ModelPanel::ModelPanel(QWidget* parent)
       m_dtype(new QComboBox(this)),
       m_threads(new QSpinBox(this)),
       m_progress(new QProgressBar(this)),
-      m_summary(new QLabel(this)) {
+      m_summary(new QLabel(this)),
+      m_window(new QLabel(this)) {
     m_dir->setPlaceholderText(tr("HF model directory"));
     m_dir->setToolTip(tr("config.json, *.safetensors and tokenizer.json of a Llama-family or GPT-2 model"));
     auto* open = new QPushButton(tr("Open…"), this);
@@ -50,6 +51,10 @@ ModelPanel::ModelPanel(QWidget* parent)
     layout->addWidget(load);
     layout->addWidget(m_progress);
     layout->addWidget(m_summary);
+    m_window->setWordWrap(true);
+    m_window->setStyleSheet(QStringLiteral("color: #8A5A00"));
+    m_window->hide();
+    layout->addWidget(m_window);
     layout->addStretch(1);
     connect(open, &QPushButton::clicked, this, &ModelPanel::chooseDirectory);
     connect(load, &QPushButton::clicked, this, &ModelPanel::reload);
@@ -81,6 +86,7 @@ void ModelPanel::setProgress(int percent, const QString& stage) {
 }
 
 void ModelPanel::setSummary(const ModelSummary& s) {
+    setSlidingWindow(0);  // known once the new model's first trace arrives
     m_dir->setText(QString::fromStdString(s.directory));
     setProgress(100, tr("loaded"));
     m_summary->setText(tr("%1 · %2 layers · %3 query heads / %4 KV heads · head dim %5\n"
@@ -102,6 +108,16 @@ void ModelPanel::setFailed(const QString& message) {
 }
 
 QString ModelPanel::summaryText() const { return m_summary->text(); }
+
+void ModelPanel::setSlidingWindow(int64_t tokens) {
+    m_window->setText(tokens > 0 ? tr("The model attends within a sliding window of %1 tokens: older keys are "
+                                      "invisible to every run, the full cache's too.")
+                                       .arg(tokens)
+                                 : QString());
+    m_window->setVisible(tokens > 0);
+}
+
+QString ModelPanel::slidingWindowText() const { return m_window->text(); }
 
 void ModelPanel::chooseDirectory() {
     const QString start = directory().isEmpty() ? m_startDir : directory();

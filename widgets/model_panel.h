@@ -28,6 +28,10 @@ public:
     void setSummary(const ModelSummary& s);
     void setFailed(const QString& message);
     QString summaryText() const;
+    // The model's own attention window (Trace::slidingWindow; 0: none), shown
+    // under the summary: keys older than that are invisible to every run.
+    void setSlidingWindow(int64_t tokens);
+    QString slidingWindowText() const;  // empty when the model has none
 
 public Q_SLOTS:
     void chooseDirectory();  // the open dialog (Ctrl+O)
@@ -43,6 +47,7 @@ private:
     QSpinBox* m_threads;
     QProgressBar* m_progress;
     QLabel* m_summary;
+    QLabel* m_window;
     QString m_startDir;
 };
 

@@ -8,6 +8,7 @@
 
 #include "widgets/attention_heatmap.h"
 #include "widgets/head_grid.h"
+#include "widgets/metric_text.h"
 #include "widgets/palette.h"
 #include "widgets/token_strip.h"
 
@@ -24,9 +25,12 @@ QString headerFor(const Trace& t, int policy) {
                             p.rerotate ? QStringLiteral(" · re-rotated") : QString())
                        .arg(static_cast<double>(p.bytesHeld) / 1024.0, 0, 'f', 1)
                        .arg(share, 0, 'f', 0);
-    if (policy > 0 && !p.metrics.empty())
-        text += QStringLiteral(" · KL %1 · top-1 %2%").arg(p.meanKl(), 0, 'f', 3).arg(100.0 * p.top1Agreement(), 0, 'f', 0);
+    if (policy > 0 && (!p.metrics.empty() || !p.failure.empty()))
+        text += QStringLiteral(" · KL %1 · top-1 %2")
+                    .arg(metricText(runMetric(p, p.meanKl()), 3), percentText(runMetric(p, p.top1Agreement())));
     text += QStringLiteral("</small>");
+    if (!p.failure.empty())
+        text += QStringLiteral("<br/><small><b style='color:#B03000'>%1</b></small>").arg(stoppedText(p).toHtmlEscaped());
     if (!p.budgetNote.empty())
         text += QStringLiteral("<br/><small><i>%1</i></small>").arg(QString::fromStdString(p.budgetNote).toHtmlEscaped());
     return text;

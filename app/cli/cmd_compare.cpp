@@ -1,7 +1,8 @@
 // kvlens-cli compare: the full cache and N policies in lockstep on one prompt;
 // prints the fidelity table and writes the traces as JSON.
+#include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <string>
 #include <iostream>
 
 #include "app/cli/common.h"
@@ -25,6 +26,15 @@ struct CompareArgs {
     std::string json;       // file, or - for stdout
 };
 
+// A metric as text: "n/a" where it could not be computed (NaN: no steps, a
+// stopped run, free-running), never a number made of NaN.
+std::string metric(double v, const char* format, double factor = 1.0) {
+    if (!std::isfinite(v)) return "n/a";
+    char out[32];
+    std::snprintf(out, sizeof out, format, v * factor);
+    return out;
+}
+
 void printTable(const Trace& t) {
     std::printf("%-28s %-13s %9s %12s %9s %7s %9s %8s %8s %9s\n", "policy", "schedule", "budget", "KV held", "mean KL",
                 "top-1", "PPL", "mass", "out cos", "diverged");
@@ -44,16 +54,22 @@ void printTable(const Trace& t) {
             std::snprintf(diverged, sizeof diverged, "%lld", static_cast<long long>(p.divergedAt));
         else
             std::snprintf(diverged, sizeof diverged, "-");
-        std::printf("%-28s %-13s %9s %12s %9.4f %6.1f%% %9.3f %8.3f %8.4f %9s\n", p.label.substr(0, 28).c_str(),
-                    p.schedule.c_str(), budget, held, p.meanKl(), 100.0 * p.top1Agreement(), p.perplexity(),
-                    p.meanRetainedMass(), p.meanOutputCosine(), diverged);
+        std::printf("%-28s %-13s %9s %12s %9s %7s %9s %8s %8s %9s\n", p.label.substr(0, 28).c_str(),
+                    p.schedule.c_str(), budget, held, metric(p.meanKl(), "%.4f").c_str(),
+                    metric(p.top1Agreement(), "%.1f%%", 100.0).c_str(), metric(p.perplexity(), "%.3f").c_str(),
+                    metric(p.meanRetainedMass(), "%.3f").c_str(), metric(p.meanOutputCosine(), "%.4f").c_str(), diverged);
         if (!p.budgetNote.empty()) std::printf("    note: %s\n", p.budgetNote.c_str());
+        if (!p.failure.empty()) std::printf("    %s\n", p.failure.c_str());
     }
 }
 
 void runCompare(const CompareArgs& a) {
     if (!a.prompt.given()) throw ArgumentError("give a prompt with --prompt, --prompt-file or --prompt-ids");
     if (a.policy.policies.empty()) throw ArgumentError("give at least one --policy to compare with the full cache");
+    OutputGuard guard;
+    a.model.readBy(guard);
+    a.prompt.readBy(guard);
+    if (!a.json.empty()) guard.output(a.json, "--json");
     const auto dir = a.model.dir();
     std::shared_ptr<const Tokenizer> tok;
     if (auto t = tokenizerFor(dir)) tok = std::make_shared<const Tokenizer>(std::move(*t));
@@ -76,18 +92,18 @@ void runCompare(const CompareArgs& a) {
                         parseIdList(a.attention.substr(colon + 1), "--attention")[0]};
     }
     auto model = std::shared_ptr<const Model>(Model::load(dir, a.model.run));
+    a.model.checkContext(model->config(), static_cast<int64_t>(so.prompt.size()) + a.steps);
     Session session(model, so);
     std::shared_ptr<const Trace> trace = session.start();
     for (int64_t s = 0; s < a.steps; ++s) trace = session.step();
-    if (a.json != "-") printTable(*trace);
-    if (a.json.empty()) return;
-    const std::string text = traceToJson(*trace).dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
-    if (a.json == "-") {
-        std::cout << text << "\n";
-        return;
+    if (a.json != "-") {
+        if (trace->slidingWindow > 0)
+            std::printf("model: sliding-window attention over the last %lld positions (config.json sliding_window)\n",
+                        static_cast<long long>(trace->slidingWindow));
+        printTable(*trace);
     }
-    std::ofstream out(a.json);
-    if (!out || !(out << text << "\n")) throw ArgumentError("--json: cannot write '" + a.json + "'");
+    if (a.json.empty()) return;
+    writeOutput(a.json, traceToJson(*trace).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 // budgets or metrics — as CSV, JSON or NPY, chosen by the file extension.
 // Figures (PNG/SVG/PDF) are rendered by the GUI's widgets; see
 // app/cli/figure_hook.h.
-#include <fstream>
 #include <iostream>
 
 #include "app/cli/common.h"
@@ -83,14 +82,13 @@ void writeOne(const ExportArgs& a, const std::shared_ptr<const Trace>& trace, si
         text = exportJson(*trace, table, sel).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     else
         throw ArgumentError("--out: unknown extension '" + ext + "' (csv, json, npy, png, svg, pdf)");
-    std::ofstream out(file);
-    if (!out || !(out << text)) throw ArgumentError("--out: cannot write '" + file + "'");
+    writeOutput(file, text);
 }
 
 // Export all: the runs × layers × heads asked for, one file each in the
 // folder --out, named RUN_LLL_HHH.FORMAT, and grid.FORMAT with every panel.
 void exportAll(const ExportArgs& a, const std::shared_ptr<const Model>& model, const SessionOptions& so,
-               const std::string& modelName) {
+               const std::string& modelName, OutputGuard& guard) {
     std::string fmt = a.format;
     if (!fmt.empty() && fmt[0] == '.') fmt.erase(0, 1);
     const std::string ext = "." + fmt;
@@ -118,6 +116,7 @@ void exportAll(const ExportArgs& a, const std::shared_ptr<const Model>& model, c
             const auto trace = l == a.layer && h == a.head ? first : runTrace(a, model, so, l, h);
             for (size_t r : runs) {
                 const std::string file = (fs::path(a.out) / exportFileName(names[r], l, h, ext)).string();
+                guard.output(file, "--out");
                 writeOne(a, trace, r, l, h, modelName, file);
                 std::cout << file << "\n";
                 panels.push_back({trace, r, l, h, a.scale, modelName, a.colourScale, "attention"});
@@ -131,6 +130,7 @@ void exportAll(const ExportArgs& a, const std::shared_ptr<const Model>& model, c
     if (!a.allLayers) title += " · layer " + std::to_string(a.layer);
     if (!a.allHeads) title += " · head " + std::to_string(a.head);
     const std::string grid = (fs::path(a.out) / ("grid" + ext)).string();
+    guard.output(grid, "--out");
     exportGridFigure(panels, columns, title, grid);
     std::cout << grid << "\n";
 }
@@ -138,6 +138,9 @@ void exportAll(const ExportArgs& a, const std::shared_ptr<const Model>& model, c
 void runExport(ExportArgs a) {
     if (a.out.empty()) throw ArgumentError("give the output file with --out FILE.{csv,json,npy,png,svg,pdf}");
     const bool all = a.allPolicies || a.allLayers || a.allHeads;
+    OutputGuard guard;
+    guard.input(a.session);
+    a.prompt.readBy(guard);
     SessionOptions so;
     fs::path dir;
     if (!a.session.empty()) {
@@ -164,15 +167,18 @@ void runExport(ExportArgs a) {
         so.budget = a.policy.budgetSpec();
         so.tokenizer = tok;
     }
+    guard.inputFolder(dir);
+    guard.output(a.out, "--out");
     a.layer = std::max<int64_t>(a.layer, 0);
     a.head = std::max<int64_t>(a.head, 0);
     if (a.colourScale.empty()) a.colourScale = "power";
     const auto model = std::shared_ptr<const Model>(Model::load(dir, a.model.run));
+    a.model.checkContext(model->config(), static_cast<int64_t>(so.prompt.size()) + a.steps);
     // The bundled model's folder is named after it; a user's folder names theirs.
     fs::path named = fs::absolute(dir).lexically_normal();
     if (named.filename().empty()) named = named.parent_path();  // "…/kvlens-tiny/"
     const std::string modelName = named.filename().string();
-    if (all) return exportAll(a, model, so, modelName);
+    if (all) return exportAll(a, model, so, modelName, guard);
     const auto trace = runTrace(a, model, std::move(so), a.layer, a.head);
     writeOne(a, trace, runIndex(*trace, a.show), a.layer, a.head, modelName, a.out);
 }

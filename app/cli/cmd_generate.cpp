@@ -43,6 +43,7 @@ void runGenerate(const GenerateArgs& a) {
     opt.budget = a.policy.budgetSpec();
     if (!a.ignoreEos) opt.stopIds = stopIds(*model, tok);
     const auto prompt = a.prompt.resolve(tok ? &*tok : nullptr);
+    a.model.checkContext(model->config(), static_cast<int64_t>(prompt.size()) + a.steps);
 
     // Stream text as it is produced; decode the whole continuation each time
     // so that multi-byte characters split over tokens print once complete.

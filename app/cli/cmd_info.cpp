@@ -54,6 +54,9 @@ void runInfo(const InfoArgs& a) {
         {"cuda_available", cudaAvailable()},
         {"libtorch", TORCH_VERSION},
     };
+    // Mistral's sliding window is attention the model was trained with: every
+    // run (the full cache too) sees only the last N positions.
+    j["sliding_window"] = c.slidingWindow ? nlohmann::json(*c.slidingWindow) : nlohmann::json("none");
     if (a.json) {
         std::cout << j.dump(2) << "\n";
         return;

@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "app/cli/common.h"
@@ -109,16 +108,13 @@ void printGrid(const eval::NeedleGridResult& g) {
     }
 }
 
-void writeFile(const std::string& path, const std::string& text, const std::string& flag) {
-    if (path == "-") {
-        std::cout << text;
-        return;
-    }
-    std::ofstream out(path);
-    if (!out || !(out << text)) throw ArgumentError(flag + ": cannot write '" + path + "'");
-}
-
 void runNeedle(const NeedleArgs& a) {
+    OutputGuard guard;
+    a.model.readBy(guard);
+    guard.input(a.haystackFile);
+    for (const auto& [file, flag] : {std::pair{a.json, "--json"}, {a.csv, "--csv"}, {a.figure, "--figure"}})
+        if (!file.empty()) guard.output(file, flag);
+    if (a.json == "-" && a.csv == "-") throw ArgumentError("--json - and --csv -: only one of them can go to stdout");
     const eval::NeedleGridOptions o = gridOptions(a);
     if (!a.figure.empty()) {  // refused before the grid runs, not after
         std::string ext = fs::path(a.figure).extension().string();
@@ -131,6 +127,7 @@ void runNeedle(const NeedleArgs& a) {
     if (!tok) throw ArgumentError("the needle grid needs a tokenizer.json in " + dir.string());
     auto tokenizer = std::make_shared<const Tokenizer>(std::move(*tok));
     auto model = std::shared_ptr<const Model>(Model::load(dir, a.model.run));
+    a.model.checkContext(model->config(), *std::max_element(o.contexts.begin(), o.contexts.end()) + a.maxNew);
     const bool toStdout = a.json == "-" || a.csv == "-";
     auto progress = [&](int64_t done, int64_t total) {
         if (!a.quiet) std::fprintf(stderr, "\rneedle: cell %lld of %lld", static_cast<long long>(done), static_cast<long long>(total));
@@ -140,8 +137,8 @@ void runNeedle(const NeedleArgs& a) {
     grid.model = dir.filename().string();
     if (grid.model.empty()) grid.model = dir.parent_path().filename().string();
     if (!toStdout) printGrid(grid);
-    if (!a.json.empty()) writeFile(a.json, needleGridToJson(grid).dump(1) + "\n", "--json");
-    if (!a.csv.empty()) writeFile(a.csv, needleGridToCsv(grid), "--csv");
+    if (!a.json.empty()) writeOutput(a.json, needleGridToJson(grid).dump(1) + "\n");
+    if (!a.csv.empty()) writeOutput(a.csv, needleGridToCsv(grid));
     if (!a.figure.empty()) exportNeedleFigure(grid, a.scale, a.figure);
 }
 

@@ -33,6 +33,9 @@ SaveDtype parseSaveDtype(const std::string& s) {
 }
 
 void runTrain(TrainArgs& a, CLI::Option* saveDtypeFlag) {
+    OutputGuard guard;
+    if (!a.o.initFrom.empty()) guard.inputFolder(a.o.initFrom);
+    guard.output(a.out, "--out");
     a.o.outDir = a.out;
     a.o.saveDtype = parseSaveDtype(a.saveDtype);
     TrainOptions o = a.o;

@@ -5,7 +5,9 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/model/config.h"
 #include "core/paths.h"
+#include "core/run/context_limit.h"
 
 namespace kvlens::cli {
 namespace fs = std::filesystem;
@@ -16,6 +18,14 @@ void ModelArgs::add(CLI::App& app, bool withDevice) {
     app.add_option("--device", run.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
     app.add_option("--dtype", run.dtype, "auto (f32 on CPU, bf16 on CUDA) | f32 | f16 | bf16")->capture_default_str();
     app.add_option("--threads", run.threads, "CPU threads (0: LibTorch default)")->capture_default_str();
+    app.add_flag("--allow-long-context", allowLongContext,
+                 "run past " + std::to_string(kHardContextFactor) + "x the model's max_position_embeddings (refused otherwise)");
+}
+
+void ModelArgs::checkContext(const ModelConfig& config, int64_t tokens) const {
+    const ContextCheck c = checkContextLength(tokens, config.maxPositions, config.family == Family::Gpt2, allowLongContext);
+    if (c.level == ContextCheck::Level::Refuse) throw ArgumentError(c.message);
+    if (c.level == ContextCheck::Level::Warn) std::cerr << "kvlens-cli: warning: " << c.message << "\n";
 }
 
 fs::path ModelArgs::dir() const { return model.empty() ? bundledModelDir() : fs::path(model); }
@@ -87,11 +97,28 @@ std::string policyHelp() {
 }
 
 std::string readTextFile(const fs::path& path, const std::string& flag) {
+    constexpr size_t kMaxBytes = size_t{64} << 20;
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) throw ArgumentError(flag + " " + path.string() + ": is a folder, not a text file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw ArgumentError(flag + ": cannot read '" + path.string() + "'");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    std::string text;
+    char buffer[1 << 16];
+    while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+        text.append(buffer, static_cast<size_t>(in.gcount()));
+        if (text.size() > kMaxBytes)
+            throw ArgumentError(flag + " " + path.string() + ": longer than 64 MiB (a device or an endless stream?)");
+    }
+    if (in.bad()) throw ArgumentError(flag + ": cannot read '" + path.string() + "'");
+    return text;
+}
+
+void writeOutput(const std::string& path, const std::string& text) {
+    if (path == "-") {
+        std::cout << text;
+        return;
+    }
+    writeFileAtomically(path, text);
 }
 
 std::string PromptArgs::promptText() const { return file.empty() ? text : readTextFile(file, "--prompt-file"); }

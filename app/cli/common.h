@@ -9,19 +9,31 @@
 #include <string>
 #include <vector>
 
+#include "core/io/safe_file.h"
 #include "core/model/device.h"
 #include "core/policy/budget.h"
 #include "core/policy/policy_info.h"
 #include "core/run/sampler_options.h"
 #include "core/tokenizer/tokenizer.h"
 
+namespace kvlens {
+struct ModelConfig;
+}
+
 namespace kvlens::cli {
 
 struct ModelArgs {
     std::string model;  // empty: the bundled model
     RunSettings run;
+    bool allowLongContext = false;
     void add(CLI::App& app, bool withDevice = true);
     std::filesystem::path dir() const;
+    // The model folder is an input: no output may be written into it.
+    void readBy(OutputGuard& guard) const { guard.inputFolder(dir()); }
+    // A run that ends at `tokens` tokens: a note on stderr past the model's
+    // context, an ArgumentError past the hard limit (core/run/context_limit.h)
+    // unless --allow-long-context.
+    void checkContext(const ModelConfig& config, int64_t tokens) const;
 };
 
 struct PromptArgs {
@@ -33,6 +45,7 @@ struct PromptArgs {
     // text encoded (with the tokenizer's special tokens unless --no-special).
     std::vector<int64_t> resolve(const Tokenizer* tokenizer) const;
     std::string promptText() const;  // --prompt or the file's content
+    void readBy(OutputGuard& guard) const { guard.input(file); }
 };
 
 // --policy ID[:k=v,...] (repeatable or single) and --budget N|R% / --budgets b0,b1,...
@@ -61,7 +74,11 @@ std::string policyHelp();
 std::vector<int64_t> parseIdList(const std::string& text, const std::string& flag);
 // The tokenizer.json beside a model, or nullopt when the directory has none.
 std::optional<Tokenizer> tokenizerFor(const std::filesystem::path& modelDir);
+// A text input (--prompt-file, --haystack-file): a regular file or a pipe
+// (`<(cmd)`), at most 64 MiB; a folder or an endless device is refused.
 std::string readTextFile(const std::filesystem::path& path, const std::string& flag);
+// `text` to the file `path` (atomically: core/io/safe_file.h), or to stdout for "-".
+void writeOutput(const std::string& path, const std::string& text);
 
 void addInfoCommand(CLI::App& app);
 void addTokenizeCommand(CLI::App& app);

@@ -7,6 +7,7 @@
 #include "app/cli/common.h"
 #include "core/cpu_tuning.h"
 #include "core/error.h"
+#include "core/io/safe_file.h"
 
 int main(int argc, char** argv) {
     kvlens::restartWithTunedBlas(argv);
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
     }
     try {
         app.parse(argc, argv);
+        kvlens::checkStdout();  // output lost to a full disk or /dev/full is an error, not exit 0
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/run/context_limit.h"
+
 namespace kvlens::gui {
 
 Controller::Controller(QObject* parent) : QObject(parent), m_worker(new Worker) {
@@ -16,10 +18,14 @@ Controller::Controller(QObject* parent) : QObject(parent), m_worker(new Worker) 
         if (id == m_currentLoad) Q_EMIT modelLoading(percent, stage);
     });
     connect(m_worker, &Worker::modelLoaded, this,
-            [this](quint64 id, const ModelSummary& s, const std::shared_ptr<const Tokenizer>& tok) {
+            [this](quint64 id, const ModelSummary& s, const std::shared_ptr<const Tokenizer>& tok, qint64 maxPositions,
+                   bool learnedPositions) {
                 if (id != m_currentLoad) return;
                 m_model = s;
                 m_tokenizer = tok;
+                m_maxPositions = maxPositions;
+                m_learnedPositions = learnedPositions;
+                m_promptTokens = -1;  // another tokenizer
                 m_modelReady = true;
                 m_layer = std::min<int64_t>(m_layer, s.layers - 1);
                 m_head = std::min<int64_t>(m_head, s.heads - 1);
@@ -119,11 +125,42 @@ void Controller::schedule(int delayMs) {
 
 void Controller::runNow() {
     m_debounce.stop();
+    m_longAnswer.reset();  // an explicit run asks again
     issue();
 }
 
+// Past the model's context a run is announced (contextChecked); past
+// kHardContextFactor × it, it runs only if the user says so, asked once per
+// prompt text. A refused run stops the one in progress and says why.
+bool Controller::contextAllows() {
+    if (m_countedPrompt != m_prompt || m_promptTokens < 0) {
+        m_promptTokens = static_cast<int64_t>(m_tokenizer->encode(m_prompt.toStdString(), true).size());
+        m_countedPrompt = m_prompt;
+    }
+    const int64_t tokens = m_promptTokens + m_decodeSteps;
+    const bool allowed = m_longAnswer && m_longAnswer->prompt == m_prompt && m_longAnswer->run;
+    ContextCheck check = checkContextLength(tokens, m_maxPositions, m_learnedPositions, allowed);
+    const bool mayInsist = checkContextLength(tokens, m_maxPositions, m_learnedPositions, true).level != ContextCheck::Level::Refuse;
+    if (check.level == ContextCheck::Level::Refuse && mayInsist && !(m_longAnswer && m_longAnswer->prompt == m_prompt)) {
+        m_askingLong = true;
+        const bool run = m_longContext && m_longContext(QString::fromStdString(check.message));
+        m_askingLong = false;
+        m_longAnswer = LongAnswer{m_prompt, run};
+        if (run) check = checkContextLength(tokens, m_maxPositions, m_learnedPositions, true);
+    }
+    const QString message = QString::fromStdString(check.message);
+    Q_EMIT contextChecked(check.level == ContextCheck::Level::Warn ? message : QString());
+    if (check.level != ContextCheck::Level::Refuse) return true;
+    supersede();
+    m_currentRun = 0;  // what the stopped run still delivers is dropped
+    setBusy(false);
+    Q_EMIT runFailed(message);
+    return false;
+}
+
 void Controller::issue() {
-    if (!m_modelReady) return;  // the run follows the load
+    if (!m_modelReady || m_askingLong) return;  // the run follows the load (or the answer)
+    if (!contextAllows()) return;
     supersede();
     RunRequest r = currentRequest();
     r.id = ++m_nextId;

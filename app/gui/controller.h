@@ -7,7 +7,9 @@
 #include <QObject>
 #include <QThread>
 #include <QTimer>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "app/gui/worker.h"
@@ -19,6 +21,9 @@ class Controller : public QObject {
 public:
     static constexpr int kPromptDebounceMs = 300;
     static constexpr int kEditDebounceMs = 20;  // coalesces a burst of edits (e.g. undo of several)
+    // Asked before a run past kHardContextFactor × the model's context
+    // (core/run/context_limit.h): true runs it. Unset: such a run is refused.
+    using LongContextDecider = std::function<bool(const QString& message)>;
 
     explicit Controller(QObject* parent = nullptr);
     ~Controller() override;  // stops and joins the worker thread
@@ -31,7 +36,9 @@ public:
     void setDecodeSteps(int steps);
     void setTeacherForced(bool teacherForced);
     void setShownStep(int step);  // the decode step the views show
-    void runNow();                // issue the request at once (skips the debounce)
+    void runNow();                // issue the request at once (skips the debounce; asks again about a long prompt)
+    void setLongContextDecider(LongContextDecider d) { m_longContext = std::move(d); }
+    int64_t maxPositions() const { return m_maxPositions; }
     // A needle grid with the current policies. It holds the worker until it
     // is done: runs requested meanwhile wait (the views keep their traces);
     // only cancelNeedle(), a newer grid or a model load stop it.
@@ -71,6 +78,9 @@ Q_SIGNALS:
     void historyChanged(int steps);
     void runFinished(quint64 id, double promptMs, double totalMs);
     void runFailed(const QString& message);
+    // Before each run: why its length is past the model's context (a
+    // warning: it runs), or empty when it is within it.
+    void contextChecked(const QString& warning);
     void busyChanged(bool busy);
     void needleProgress(qint64 done, qint64 total);
     void needleReady(const std::shared_ptr<const kvlens::eval::NeedleGridResult>& result);
@@ -85,6 +95,7 @@ private:
     void supersede();
     void setBusy(bool busy);
     void showCurrent();
+    bool contextAllows();
 
     QThread m_thread;
     Worker* m_worker;
@@ -96,6 +107,17 @@ private:
     bool m_modelReady = false, m_busy = false, m_freshRun = false;
     ModelSummary m_model;
     std::shared_ptr<const Tokenizer> m_tokenizer;
+    int64_t m_maxPositions = 0;
+    bool m_learnedPositions = false;
+    LongContextDecider m_longContext;
+    bool m_askingLong = false;
+    QString m_countedPrompt;     // the prompt whose token count m_promptTokens is (-1: none yet)
+    int64_t m_promptTokens = -1;
+    struct LongAnswer {
+        QString prompt;          // the prompt the user was asked about
+        bool run = false;
+    };
+    std::optional<LongAnswer> m_longAnswer;
 
     QString m_prompt;
     std::vector<PolicyConfig> m_policies;

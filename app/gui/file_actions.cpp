@@ -2,6 +2,7 @@
 
 #include <QAction>
 #include <QComboBox>
+#include <QDateTime>
 #include <QDialog>
 #include <QDialogButtonBox>
 #include <QDir>
@@ -16,12 +17,12 @@
 #include <QRegularExpression>
 #include <QStandardPaths>
 #include <QStatusBar>
-#include <fstream>
 
 #include "app/gui/main_window.h"
 #include "widgets/metrics_panel.h"
 #include "core/error.h"
 #include "core/io/export_names.h"
+#include "core/io/safe_file.h"
 #include "core/io/needle_io.h"
 #include "core/paths.h"
 #include "widgets/comparison_view.h"
@@ -221,10 +222,13 @@ void FileActions::rebuildRecent() {
 
 // ---- autosave ----
 
-void FileActions::scheduleAutosave() { m_autosave.start(); }
+void FileActions::scheduleAutosave() {
+    if (!m_restorePending) m_autosave.start();
+}
 
 bool FileActions::autosaveNow() {
     m_autosave.stop();
+    if (m_restorePending) return false;  // the file is what the open question offers
     try {
         QDir().mkpath(QFileInfo(m_autosaveFile).absolutePath());
         kvlens::saveSession(m_autosaveFile.toStdString(), m_window->sessionState());
@@ -241,20 +245,39 @@ bool FileActions::startup() {
     m_settings.cleanExit.set(false);
     if (!offer) return false;
     if (m_restore) return m_restore(m_autosaveFile) && openSession(m_autosaveFile);
-    // Non-modal: the app is usable while the question waits.
+    // Non-modal: the app is usable while the question waits, and its edits
+    // and the start-up run are not autosaved over what it offers.
+    m_restorePending = true;
+    m_autosave.stop();
     auto* box = new QMessageBox(QMessageBox::Question, tr("Restore the last session?"),
                                 tr("KVLens did not exit cleanly last time. Restore the prompt, policies, budgets and "
                                    "view it autosaved?"),
                                 QMessageBox::Yes | QMessageBox::No, m_window);
     box->setAttribute(Qt::WA_DeleteOnClose);
-    connect(box, &QMessageBox::finished, this, [this, box] {
-        if (box->result() == QMessageBox::Yes) openSession(m_autosaveFile);
-    });
+    connect(box, &QMessageBox::finished, this, [this, box] { answerRestore(box->result() == QMessageBox::Yes); });
     box->open();
     return false;
 }
 
+void FileActions::answerRestore(bool restore) {
+    if (!m_restorePending) return;
+    m_restorePending = false;
+    if (!restore) return scheduleAutosave();
+    if (openSession(m_autosaveFile)) return;  // its run autosaves what it restored
+    // Not restorable here (its model is missing, ...; reported): kept beside,
+    // never autosaved over.
+    const QString kept = QFileInfo(m_autosaveFile).dir().filePath(
+        QStringLiteral("unrestored-%1.kvlens.json").arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss"))));
+    if (!QFile::rename(m_autosaveFile, kept)) {
+        m_restorePending = true;  // autosave stays off; the next start offers it again
+        return;
+    }
+    m_window->statusBar()->showMessage(tr("The autosave that could not be restored is kept as %1").arg(kept), 15000);
+    scheduleAutosave();
+}
+
 void FileActions::markCleanExit() {
+    if (m_restorePending) return;  // unanswered: the autosave, untouched, is offered again
     if (m_autosave.isActive()) autosaveNow();
     m_settings.cleanExit.set(true);
 }
@@ -316,8 +339,7 @@ QString FileActions::exportData(const QString& file, ExportTable table, int run)
             text = exportJson(*v.trace, table, sel).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
         else
             return tr("%1: data is .csv, .json or .npy").arg(file);
-        std::ofstream out(file.toStdString());
-        if (!out || !(out << text)) return tr("cannot write %1").arg(file);
+        writeFileAtomically(file.toStdString(), text);
     } catch (const std::exception& e) {
         return QString::fromStdString(e.what());
     }
@@ -354,10 +376,14 @@ QString FileActions::exportNeedle(const QString& file, double scale) const {
     // The grid's data (kvlens-needle JSON, CSV), as `kvlens-cli needle` writes it.
     const QString suffix = QFileInfo(file).suffix().toLower();
     if (suffix == QLatin1String("json") || suffix == QLatin1String("csv")) {
-        const std::string text = suffix == QLatin1String("csv") ? needleGridToCsv(*view->result())
-                                                                 : needleGridToJson(*view->result()).dump(1) + "\n";
-        std::ofstream out(file.toStdString());
-        return out && (out << text) ? QString() : tr("cannot write %1").arg(file);
+        try {
+            writeFileAtomically(file.toStdString(), suffix == QLatin1String("csv")
+                                                        ? needleGridToCsv(*view->result())
+                                                        : needleGridToJson(*view->result()).dump(1) + "\n");
+        } catch (const std::exception& e) {
+            return QString::fromStdString(e.what());
+        }
+        return {};
     }
     return ui::writeNeedleFigure(file, *view, scale, modelName(m_window->controller()->model().directory));
 }
@@ -403,8 +429,7 @@ void FileActions::acceptCapture(quint64 id, qint64 layer, qint64 head, const std
                 const std::string text = m_capture.format == QLatin1String("csv")
                                              ? exportCsv(*trace, ExportTable::Attention, sel)
                                              : exportJson(*trace, ExportTable::Attention, sel).dump(1) + "\n";
-                std::ofstream out(file.toStdString());
-                if (!out || !(out << text)) error = tr("cannot write %1").arg(file);
+                writeFileAtomically(file.toStdString(), text);
             }
         } catch (const std::exception& e) {
             error = QString::fromStdString(e.what());

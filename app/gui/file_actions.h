@@ -59,6 +59,8 @@ public:
     void exportLayersHeads(const QString& folder, const QString& format, int run, bool allHeads);
 
     // Autosave: after every edit (debounced), atomically, to autosaveFile().
+    // Never while the restore offer waits: the file is what it offers, so
+    // nothing writes it until the user has answered (autosaveNow() is false).
     QString autosaveFile() const { return m_autosaveFile; }
     void setAutosaveFile(const QString& file) { m_autosaveFile = file; }
     void setAutosaveDelay(int ms) { m_autosave.setInterval(ms); }
@@ -66,7 +68,15 @@ public:
     bool autosaveNow();
     // At start: offers the autosave when the last run did not exit cleanly
     // (returns true when it was restored at once); then marks this run unclean.
+    // Without a RestoreDecider the question is a non-modal box and the offer
+    // stays pending until it is answered (answerRestore()).
     bool startup();
+    bool restorePending() const { return m_restorePending; }
+    // Yes: opens the autosave as it was; No: autosave resumes with the
+    // session as it is now. Nothing when no offer is pending.
+    void answerRestore(bool restore);
+    // A clean exit, unless the offer was never answered: then the autosave
+    // is offered again at the next start.
     void markCleanExit();
 
     void setReporter(Reporter r) { m_report = std::move(r); }
@@ -105,6 +115,7 @@ private:
     Settings m_settings;
     QTimer m_autosave;
     QString m_autosaveFile, m_current;
+    bool m_restorePending = false;
     QMenu* m_recentMenu = nullptr;
     QMenu* m_workshopMenu = nullptr;
     Reporter m_report;

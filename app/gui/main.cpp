@@ -1,13 +1,30 @@
 // kvlens: the GUI. With no arguments it opens the bundled model and runs an
 // example; --screenshot FILE saves the window once the example has run
-// (documentation screenshots under QT_QPA_PLATFORM=offscreen).
+// (documentation screenshots under QT_QPA_PLATFORM=offscreen), and exits 1
+// saying why when the model cannot load, the run fails or FILE cannot be
+// written.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QFileInfo>
+#include <QPixmap>
 #include <QTimer>
 #include <cstdio>
 
 #include "app/gui/main_window.h"
 #include "core/cpu_tuning.h"
+#include "widgets/save_file.h"
+
+namespace {
+
+// Prints `line` (stderr when failing) and ends the event loop with `code`;
+// queued, since a failure may come before the loop runs.
+void finish(int code, const QString& line) {
+    std::fprintf(code ? stderr : stdout, "%s\n", qPrintable(line));
+    std::fflush(code ? stderr : stdout);
+    QTimer::singleShot(0, qApp, [code] { QApplication::exit(code); });
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     kvlens::restartWithTunedBlas(argv);  // before any thread or window exists
@@ -31,20 +48,29 @@ int main(int argc, char** argv) {
     kvlens::gui::MainWindow window;
     window.show();
     if (cli.isSet(shot)) {
+        using kvlens::gui::Controller;
         const QString file = cli.value(shot);
         window.resize(1400, 900);
-        QObject::connect(window.controller(), &kvlens::gui::Controller::runFinished, &window, [&window, file] {
+        QObject::connect(window.controller(), &Controller::runFinished, &window, [&window, file] {
             // One more turn of the event loop so that queued replots land.
             QTimer::singleShot(500, &window, [&window, file] {
-                const bool ok = window.grab().save(file);
-                std::fprintf(ok ? stdout : stderr, "%s %s\n", ok ? "saved" : "cannot write", qPrintable(file));
-                QApplication::exit(ok ? 0 : 1);
+                const QPixmap pixels = window.grab();
+                const QByteArray format = QFileInfo(file).suffix().toLatin1();
+                const QString error = kvlens::ui::saveThrough(file, [&](QIODevice& out) {
+                    return pixels.save(&out, format.isEmpty() ? "PNG" : format.constData())
+                               ? QString()
+                               : QStringLiteral("cannot encode a .%1 image").arg(QString::fromLatin1(format));
+                });
+                finish(error.isEmpty() ? 0 : 1, error.isEmpty() ? QStringLiteral("saved %1").arg(file) : error);
             });
         });
-        QTimer::singleShot(120000, &app, [] {
-            std::fprintf(stderr, "no run finished within 120 s\n");
-            QApplication::exit(2);
+        QObject::connect(window.controller(), &Controller::modelFailed, &window, [](const QString& message) {
+            finish(1, QStringLiteral("cannot load the model: %1").arg(message));
         });
+        QObject::connect(window.controller(), &Controller::runFailed, &window, [](const QString& message) {
+            finish(1, QStringLiteral("the run failed: %1").arg(message));
+        });
+        QTimer::singleShot(120000, &app, [] { finish(2, QStringLiteral("no run finished within 120 s")); });
     }
     window.start(cli.value(model));
     return app.exec();

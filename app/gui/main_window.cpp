@@ -68,6 +68,7 @@ MainWindow::MainWindow(QWidget* parent)
       m_timelinePolicy(new QComboBox(this)),
       m_selection(new QLabel(this)),
       m_error(new QLabel(this)),
+      m_notice(new QLabel(this)),
       m_busy(new QProgressBar(this)),
       m_modelLabel(new QLabel(this)),
       m_files(new FileActions(this)) {
@@ -102,12 +103,16 @@ QWidget* MainWindow::buildCentral() {
     m_error->setStyleSheet(QStringLiteral("color: #B03000"));
     m_error->setWordWrap(true);
     m_error->hide();
+    m_notice->setStyleSheet(QStringLiteral("color: #8A5A00"));
+    m_notice->setWordWrap(true);
+    m_notice->hide();
     m_selection->setToolTip(tr("Click a cell of a layers × heads grid to select another layer and head"));
     auto* layout = new QVBoxLayout(central);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addWidget(m_transport);
     layout->addLayout(second);
     layout->addWidget(m_error);
+    layout->addWidget(m_notice);
     layout->addWidget(m_comparison, 1);
     return central;
 }
@@ -229,10 +234,12 @@ void MainWindow::connectController() {
             return tok ? QString::fromStdString(tok->tokenLabel(static_cast<int32_t>(id))) + QLatin1Char(' ')
                        : QStringLiteral("#%1 ").arg(id);
         });
-        m_modelLabel->setText(tr("%1 · %2 · %3/%4")
-                                  .arg(QFileInfo(QString::fromStdString(s.directory)).fileName(),
-                                       QString::fromStdString(s.family), QString::fromStdString(s.device),
-                                       QString::fromStdString(s.dtype)));
+        m_modelText = tr("%1 · %2 · %3/%4")
+                          .arg(QFileInfo(QString::fromStdString(s.directory)).fileName(),
+                               QString::fromStdString(s.family), QString::fromStdString(s.device),
+                               QString::fromStdString(s.dtype));
+        m_modelLabel->setText(m_modelText);
+        m_modelLabel->setToolTip(QString());
         statusBar()->showMessage(tr("Loaded %1").arg(QString::fromStdString(s.directory)), 5000);
     });
     connect(c, &Controller::modelFailed, this, [this](const QString& message) {
@@ -257,7 +264,21 @@ void MainWindow::connectController() {
         m_error->show();
     });
     connect(c, &Controller::busyChanged, m_busy, &QWidget::setVisible);
+    connect(c, &Controller::contextChecked, this, [this](const QString& warning) {
+        m_notice->setText(warning.isEmpty() ? QString() : tr("Past the model's context: %1").arg(warning));
+        m_notice->setVisible(!warning.isEmpty());
+    });
+    c->setLongContextDecider([this](const QString& message) {
+        QMessageBox box(QMessageBox::Warning, tr("Run past the model's context?"), message,
+                        QMessageBox::Yes | QMessageBox::No, this);
+        box.setInformativeText(tr("Yes runs it anyway: it may take long, and the model's outputs there are "
+                                  "extrapolation."));
+        box.setDefaultButton(QMessageBox::No);
+        return box.exec() == QMessageBox::Yes;
+    });
 }
+
+QString MainWindow::contextNotice() const { return m_notice->text(); }
 
 void MainWindow::connectNeedle() {
     connect(m_needle, &ui::NeedlePanel::runRequested, this, [this] {
@@ -311,7 +332,7 @@ void MainWindow::start(const QString& modelDir) {
         try {
             dir = QString::fromStdString(bundledModelDir().string());
         } catch (const Error& e) {
-            m_model->setFailed(QString::fromStdString(e.what()));
+            Q_EMIT m_controller->modelFailed(QString::fromStdString(e.what()));  // as a failed load: shown, and --screenshot quits
             return;
         }
     }
@@ -329,6 +350,10 @@ void MainWindow::showTrace(const std::shared_ptr<const Trace>& trace, int step) 
     m_transport->setStep(step);
     m_timeline->setCurrentStep(step);
     m_prompt->setTokenCount(static_cast<int>(trace->promptLength));
+    m_model->setSlidingWindow(trace->slidingWindow);
+    m_modelLabel->setText(trace->slidingWindow > 0 ? tr("%1 · sliding window %2").arg(m_modelText).arg(trace->slidingWindow)
+                                                   : m_modelText);
+    m_modelLabel->setToolTip(m_model->slidingWindowText());
     updateTimelinePolicies(*trace);
     const int64_t group = trace->numHeads / std::max<int64_t>(1, trace->numKvHeads);
     m_selection->setText(tr("layer %1 · query head %2 (KV head %3) · step %4 · %5 tokens")

@@ -53,6 +53,7 @@ public:
     ui::PromptEditor* promptEditor() const { return m_prompt; }
     ui::NeedlePanel* needlePanel() const { return m_needle; }
     FileActions* files() const { return m_files; }
+    QString contextNotice() const;  // the shown warning about the run's length, empty when none
 
     // What a session file holds: model, prompt, policies, budgets, decoding, view.
     SessionFile sessionState() const;
@@ -92,8 +93,10 @@ private:
     QComboBox* m_timelinePolicy;
     QLabel* m_selection;
     QLabel* m_error;
+    QLabel* m_notice;  // a run past the model's context (a warning; it runs)
     QProgressBar* m_busy;
     QLabel* m_modelLabel;
+    QString m_modelText;  // m_modelLabel's text without the sliding window
     bool m_restoredLayout = false;
     FileActions* m_files;
     SessionFile m_sessionExtras;  // sampling fields the GUI does not edit, kept from the last opened session

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/model/config.h"
 #include "core/run/session.h"
 
 namespace kvlens::gui {
@@ -27,6 +28,7 @@ void Worker::load(quint64 id, const QString& dir, const RunSettings& settings) {
         // what the panel can honestly report.
         Q_EMIT loadProgress(id, 10, tr("reading weights"));
         auto model = loadModel(path, settings);
+        const ModelConfig config = loadConfig(path / "config.json");  // what loadModel read: the context limit
         Q_EMIT loadProgress(id, 80, tr("reading tokenizer"));
         std::shared_ptr<const Tokenizer> tokenizer;
         if (std::filesystem::exists(path / "tokenizer.json"))
@@ -36,7 +38,8 @@ void Worker::load(quint64 id, const QString& dir, const RunSettings& settings) {
         // Only a complete load replaces the model in use.
         m_model = std::move(model);
         m_tokenizer = tokenizer;
-        Q_EMIT modelLoaded(id, summarizeModel(*m_model), m_tokenizer);
+        Q_EMIT modelLoaded(id, summarizeModel(*m_model), m_tokenizer, config.maxPositions,
+                           config.family == Family::Gpt2);
     } catch (const std::exception& e) {
         Q_EMIT loadFailed(id, QString::fromStdString(e.what()));
     }

@@ -46,8 +46,11 @@ public:
 
 Q_SIGNALS:
     void loadProgress(quint64 id, int percent, const QString& stage);
+    // maxPositions: config.json's max_position_embeddings; learnedPositions:
+    // the model cannot run past it at all (GPT-2).
     void modelLoaded(quint64 id, const kvlens::ModelSummary& summary,
-                     const std::shared_ptr<const kvlens::Tokenizer>& tokenizer);
+                     const std::shared_ptr<const kvlens::Tokenizer>& tokenizer, qint64 maxPositions,
+                     bool learnedPositions);
     void loadFailed(quint64 id, const QString& message);
     void traceReady(quint64 id, const std::shared_ptr<const kvlens::Trace>& trace);
     // promptMs: until the prompt's trace (every policy read the prompt); totalMs: all steps.

@@ -1,5 +1,7 @@
 #include "core/eval/vocabulary.h"
 
+#include "core/io/safe_file.h"
+
 #include <fstream>
 #include <stdexcept>
 
@@ -177,10 +179,7 @@ std::string Vocabulary::tokenizerJson() const
 
 void Vocabulary::writeTokenizerJson(const std::filesystem::path& file) const
 {
-    std::ofstream out(file, std::ios::binary | std::ios::trunc);
-    out << tokenizerJson();
-    out.close();
-    if (!out) throw Error(file.string() + ": cannot write the tokenizer");
+    writeFileAtomically(file, tokenizerJson());
 }
 
 std::vector<std::string> splitWords(std::string_view text)

@@ -1,5 +1,7 @@
 #include "core/io/export_data.h"
 
+#include "core/io/safe_file.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -198,14 +200,14 @@ void writeNpy(const fs::path& file, const std::vector<float>& data, const std::v
     const size_t total = 10 + header.size() + 1;
     header.append((64 - total % 64) % 64, ' ');
     header += '\n';
-    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    AtomicFile out(file);
     const uint16_t len = static_cast<uint16_t>(header.size());
-    out.write("\x93NUMPY\x01\x00", 8);
     const char lenBytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+    out.write("\x93NUMPY\x01\x00", 8);
     out.write(lenBytes, 2);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(float)));
-    if (!out) throw ArgumentError("cannot write " + file.string());
+    out.write(header);
+    out.write(data.data(), data.size() * sizeof(float));
+    out.commit();
 }
 
 std::vector<float> readNpy(const fs::path& file, std::vector<int64_t>* shape) {

@@ -1,5 +1,8 @@
 #include "core/io/session_file.h"
 
+#include "core/io/read_file.h"
+#include "core/io/safe_file.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -150,24 +153,12 @@ SessionFile sessionFromJson(const json& j, const std::string& source) {
     return s;
 }
 
-void saveSession(const fs::path& file, const SessionFile& s) {
-    const fs::path tmp = file.string() + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out || !(out << sessionToJson(s).dump(2) << "\n") || !out.flush())
-            throw FormatError(file.string(), "cannot write the session (" + tmp.string() + ")");
-    }
-    std::error_code ec;
-    fs::rename(tmp, file, ec);
-    if (ec) throw FormatError(file.string(), "cannot replace the session file: " + ec.message());
-}
+void saveSession(const fs::path& file, const SessionFile& s) { writeFileAtomically(file, sessionToJson(s).dump(2) + "\n"); }
 
 SessionFile loadSession(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw FormatError(file.string(), "cannot open the session file");
     json j;
     try {
-        j = json::parse(in);
+        j = json::parse(readRegularFile(file, 64ull << 20));
     } catch (const json::parse_error& e) {
         throw FormatError(file.string(), std::string("not valid JSON (") + e.what() + ")");
     }

@@ -69,6 +69,7 @@ json traceToJson(const Trace& t, bool withLayers) {
                   {"schedule", p.schedule},
                   {"rerotate", p.rerotate},
                   {"budget_note", p.budgetNote},
+                  {"failure", p.failure},
                   {"generated", p.generated},
                   {"summary", policySummaryJson(p)},
                   {"metrics", metricsJson(p.metrics)}};
@@ -87,6 +88,7 @@ json traceToJson(const Trace& t, bool withLayers) {
                 {"step", t.step},
                 {"prompt_length", t.promptLength},
                 {"teacher_forced", t.teacherForced},
+                {"sliding_window", t.slidingWindow},
                 {"layers", t.numLayers},
                 {"query_heads", t.numHeads},
                 {"kv_heads", t.numKvHeads},

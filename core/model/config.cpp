@@ -1,11 +1,13 @@
 #include "core/model/config.h"
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/io/read_file.h"
 
 namespace kvlens {
 namespace {
@@ -77,7 +79,7 @@ RopeScaling parseRopeScaling(const Fields& f) {
     std::string type = s.has("rope_type") ? s.get<std::string>("rope_type") : s.get<std::string>("type", "default");
     if (type == "default") return rs;
     rs.factor = s.get<double>("factor");
-    if (!(rs.factor > 0)) throw FormatError(f.file(), "rope_scaling.factor must be positive");
+    if (!(rs.factor > 0) || !std::isfinite(rs.factor)) throw FormatError(f.file(), "rope_scaling.factor must be a positive finite number");
     if (type == "linear") {
         rs.type = RopeScaling::Type::Linear;
     } else if (type == "llama3") {
@@ -163,6 +165,14 @@ void validate(const ModelConfig& c, const std::string& file) {
     positive(c.numKvHeads, "num_key_value_heads");
     positive(c.headDim, "head_dim");
     positive(c.maxPositions, "max_position_embeddings");
+    // Values that make every activation NaN: refused here, not discovered as "KL nan".
+    auto positiveReal = [&](double v, const char* name) {
+        if (!(std::isfinite(v) && v > 0))
+            throw FormatError(file, std::string(name) + " must be a positive finite number (got " + std::to_string(v) + ")");
+    };
+    positiveReal(c.normEps, c.family == Family::Gpt2 ? "layer_norm_epsilon" : "rms_norm_eps");
+    if (c.usesRope()) positiveReal(c.ropeTheta, "rope_theta");
+    if (c.slidingWindow) positive(*c.slidingWindow, "sliding_window");
     if (c.numHeads % c.numKvHeads != 0)
         throw ModelError(file + ": num_attention_heads (" + std::to_string(c.numHeads) +
                          ") is not a multiple of num_key_value_heads (" + std::to_string(c.numKvHeads) + ")");
@@ -205,11 +215,7 @@ ModelConfig parseConfig(const std::string& jsonText, const std::string& file) {
 }
 
 ModelConfig loadConfig(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw FormatError(path.string(), "cannot open (missing or unreadable)");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return parseConfig(ss.str(), path.string());
+    return parseConfig(readRegularFile(path), path.string());
 }
 
 }  // namespace kvlens

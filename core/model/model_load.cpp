@@ -1,6 +1,9 @@
 // Builds Weights from an HF directory: tensor names and layouts per family.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <string>
+
 #include "core/error.h"
 #include "core/model/device_internal.h"
 #include "core/model/model_impl.h"
@@ -13,6 +16,7 @@ struct Loader {
     const WeightStore& store;
     at::ScalarType dtype;
     at::Device device;
+    std::string config;  // the config.json path, for messages
 
     at::Tensor get(const std::string& name, std::vector<int64_t> shape) const {
         return store.get(name, shape, dtype, device);
@@ -23,10 +27,32 @@ struct Loader {
 };
 
 // As HF: tie_word_embeddings=true uses the embedding matrix even when the
-// file also stores lm_head.weight; a file without lm_head.weight is tied.
+// file also stores lm_head.weight. Untied without lm_head.weight HF would
+// start from a random head: refused instead of guessed.
 at::Tensor lmHead(const Loader& L, const ModelConfig& c, const at::Tensor& embed, bool* tied) {
-    *tied = c.tieEmbeddings || !L.store.has("lm_head.weight");
+    *tied = c.tieEmbeddings;
+    if (!c.tieEmbeddings && !L.store.has("lm_head.weight"))
+        throw ModelError(L.config + " says tie_word_embeddings is false (or leaves it out: false by default) but the "
+                         "weights have no lm_head.weight: set \"tie_word_embeddings\": true if the output head is the "
+                         "embedding matrix");
     return *tied ? embed : L.get("lm_head.weight", {c.vocabSize, c.hiddenSize});
+}
+
+// Weights of layers past num_hidden_layers would be dropped without a word.
+void checkLayerCount(const WeightStore& store, const ModelConfig& c, const std::string& config) {
+    int64_t layers = 0;
+    for (const std::string& name : store.names())
+        for (const char* prefix : {"model.layers.", "transformer.h.", "h."}) {
+            const size_t n = std::char_traits<char>::length(prefix);
+            if (name.compare(0, n, prefix) != 0) continue;
+            const size_t dot = name.find('.', n);
+            const std::string index = name.substr(n, dot == std::string::npos ? std::string::npos : dot - n);
+            if (!index.empty() && index.size() < 9 && index.find_first_not_of("0123456789") == std::string::npos)
+                layers = std::max<int64_t>(layers, std::stoll(index) + 1);
+        }
+    if (layers > c.numLayers)
+        throw ModelError(config + " says num_hidden_layers is " + std::to_string(c.numLayers) + " but the weights hold " +
+                         std::to_string(layers) + " layers: the config does not describe these weights");
 }
 
 void loadLlamaLayer(const Loader& L, const ModelConfig& c, int64_t i, LayerWeights& lw) {
@@ -134,7 +160,9 @@ Weights loadWeights(const std::filesystem::path& dir, const ModelConfig& cfg, at
                     at::Device device, bool* tied) {
     probeKernels(dtype, device);
     WeightStore store = WeightStore::open(dir);
-    Loader loader{store, dtype, device};
+    const std::string config = (dir / "config.json").string();
+    checkLayerCount(store, cfg, config);
+    Loader loader{store, dtype, device, config};
     try {
         return cfg.family == Family::Gpt2 ? loadGpt2(loader, cfg, tied) : loadLlama(loader, cfg, tied);
     } catch (const c10::Error& e) {

@@ -1,5 +1,7 @@
 #include "core/model/safetensors.h"
 
+#include "core/io/safe_file.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -96,8 +99,18 @@ int64_t TensorInfo::numel() const {
 std::vector<TensorInfo> SafetensorsFile::parseHeader(const std::string& header, uint64_t dataSize,
                                                      const std::string& file,
                                                      std::map<std::string, std::string>* metadata) {
-    json j = json::parse(header, nullptr, /*allow_exceptions=*/false);
+    // JSON keeps the last of two equal keys; a header naming a tensor twice is lying about one of them.
+    std::set<std::string> names;
+    std::string duplicate;
+    const json::parser_callback_t noteKeys = [&](int depth, json::parse_event_t event, json& parsed) {
+        if (depth == 1 && event == json::parse_event_t::key && duplicate.empty() && parsed.is_string() &&
+            !names.insert(parsed.get<std::string>()).second)
+            duplicate = parsed.get<std::string>();
+        return true;
+    };
+    json j = json::parse(header, noteKeys, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) throw FormatError(file, "safetensors header is not a JSON object");
+    if (!duplicate.empty()) throw FormatError(file, "the header names tensor '" + duplicate + "' twice");
     std::vector<TensorInfo> out;
     for (auto it = j.begin(); it != j.end(); ++it) {
         if (it.key() == "__metadata__") {
@@ -121,12 +134,12 @@ std::vector<TensorInfo> SafetensorsFile::parseHeader(const std::string& header, 
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
     const std::string file = path.string();
-    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO is refused, not waited on
     if (fd < 0) throw FormatError(file, std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
-        throw FormatError(file, "not a regular file");
+        throw FormatError(file, "not a regular file (a FIFO, device or folder): expected a safetensors file");
     }
     const uint64_t size = static_cast<uint64_t>(st.st_size);
     if (size < 8) {
@@ -167,12 +180,13 @@ std::vector<std::string> parseSafetensorsIndex(const std::string& jsonText, cons
     if (!j.contains("weight_map") || !j["weight_map"].is_object())
         throw FormatError(file, "missing object 'weight_map'");
     std::vector<std::string> shards;
+    std::set<std::string> seen;
     for (const auto& [name, entry] : j["weight_map"].items()) {
         if (!entry.is_string()) throw FormatError(file, "weight_map['" + name + "'] is not a file name");
         std::string f = entry.get<std::string>();
         if (f.empty() || f.find('/') != std::string::npos || f == "..")
             throw FormatError(file, "weight_map['" + name + "'] names '" + f + "', not a file in the model directory");
-        if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
+        if (seen.insert(f).second) shards.push_back(f);
     }
     return shards;
 }
@@ -201,17 +215,18 @@ void writeSafetensors(const std::filesystem::path& path, const std::vector<Tenso
     }
     std::string h = header.dump();
     while ((h.size() + 8) % 8 != 0) h.push_back(' ');  // align the data section, as the reference writer does
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) throw FormatError(path.string(), "cannot write");
-    uint64_t n = h.size();
-    for (int i = 0; i < 8; ++i) out.put(static_cast<char>((n >> (8 * i)) & 0xff));
-    out.write(h.data(), static_cast<std::streamsize>(h.size()));
+    AtomicFile out(path);
+    const uint64_t n = h.size();
+    char length[8];
+    for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    out.write(length, 8);
+    out.write(h);
     for (const auto& t : tensors) {
         int64_t numel = 1;
         for (int64_t d : t.shape) numel *= d;
-        out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(numel * dtypeSize(t.dtype)));
+        out.write(t.data, static_cast<size_t>(numel) * dtypeSize(t.dtype));
     }
-    if (!out) throw FormatError(path.string(), "write failed");
+    out.commit();
 }
 
 }  // namespace kvlens

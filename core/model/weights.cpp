@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/io/read_file.h"
 
 namespace kvlens {
 namespace fs = std::filesystem;
@@ -29,11 +30,7 @@ at::ScalarType toScalarType(DType d) {
 namespace {
 
 std::vector<std::string> shardsFromIndex(const fs::path& indexPath) {
-    std::ifstream in(indexPath, std::ios::binary);
-    if (!in) throw FormatError(indexPath.string(), "cannot open");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return parseSafetensorsIndex(ss.str(), indexPath.string());
+    return parseSafetensorsIndex(readRegularFile(indexPath), indexPath.string());
 }
 
 std::string shapeString(const std::vector<int64_t>& s) {

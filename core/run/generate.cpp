@@ -34,6 +34,11 @@ GenerateResult generate(const Model& model, const std::vector<int64_t>& prompt, 
     r.promptIds = prompt;
     auto t0 = Clock::now();
     run.readPrompt(prompt, {});
+    auto finite = [&] {
+        const std::string problem = run.nonFiniteLogits(run.cache().seqLen() - 1);
+        if (!problem.empty()) throw ModelError("generate stopped: " + problem);
+    };
+    finite();
     auto t1 = Clock::now();
     r.prefillSeconds = seconds(t0, t1);
     for (int64_t s = 0; s < options.steps; ++s) {
@@ -43,6 +48,7 @@ GenerateResult generate(const Model& model, const std::vector<int64_t>& prompt, 
         const bool stop = std::find(options.stopIds.begin(), options.stopIds.end(), id) != options.stopIds.end();
         if (stop || s + 1 == options.steps) break;
         run.readToken(id);
+        finite();
     }
     r.decodeSeconds = seconds(t1, Clock::now());
     r.kvBytesHeld = run.cache().bytesHeld();

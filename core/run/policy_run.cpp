@@ -342,6 +342,15 @@ void PolicyRun::readToken(int64_t token) {
     forgetObserved();
 }
 
+std::string PolicyRun::nonFiniteLogits(int64_t position) const {
+    if (!m_logits.defined() || at::isfinite(m_logits).all().item<bool>()) return {};
+    const int64_t nan = at::isnan(m_logits).sum().item<int64_t>();
+    return "logits after position " + std::to_string(position) + " are not finite (" + std::to_string(nan) +
+           " NaN, " + std::to_string(m_logits.numel() - nan - at::isfinite(m_logits).sum().item<int64_t>()) +
+           " infinite of " + std::to_string(m_logits.numel()) +
+           "): the model's weights or config.json produce them, or the values overflow this dtype";
+}
+
 at::Tensor PolicyRun::heldMask(int64_t layer) const {
     const auto& c = m_model.config();
     const int64_t T = m_cache.seqLen();

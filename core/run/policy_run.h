@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/cache/kv_cache.h"
@@ -49,6 +50,9 @@ public:
     void readToken(int64_t token);
 
     const at::Tensor& logits() const { return m_logits; }  // [V] fp32: prediction after the last token read
+    // Empty while the logits are finite; otherwise one sentence saying they
+    // are not (NaN/Inf weights, an overflow), after `position`.
+    std::string nonFiniteLogits(int64_t position) const;
     // Per layer, the latest query's attention output per head [Hq, D] and its
     // attention by token position [Hq, T] (0 where not held).
     const std::vector<at::Tensor>& lastOutputs() const { return m_lastOutputs; }

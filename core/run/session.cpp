@@ -33,6 +33,7 @@ struct Session::Impl {
     std::vector<std::vector<StepMetrics>> metrics; // per run
     std::vector<std::vector<int64_t>> generated;   // per run
     std::vector<std::vector<LayerFidelity>> fidelity;  // per run, per layer
+    std::vector<std::string> failure;              // per run: why it stopped (non-finite logits), empty while it runs
     std::vector<int64_t> tokens;                   // the full run's sequence
     std::vector<std::string> labels;
     int64_t steps = 0;
@@ -114,6 +115,7 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options) : m
     m->metrics.resize(m->runs.size());
     m->generated.resize(m->runs.size());
     m->fidelity.resize(m->runs.size());
+    m->failure.resize(m->runs.size());
 }
 
 Session::~Session() = default;
@@ -177,12 +179,15 @@ std::shared_ptr<const Trace> Session::Impl::step() {
         next.assign(R, t);
         // The token read next is the target every run's last prediction is scored on.
         for (size_t r = 0; r < R; ++r)
-            metrics[r].back().targetLogProb = at::log_softmax(runs[r]->logits().to(at::kDouble), -1)[t].item<double>();
+            if (failure[r].empty())
+                metrics[r].back().targetLogProb = at::log_softmax(runs[r]->logits().to(at::kDouble), -1)[t].item<double>();
     } else {
-        for (size_t r = 0; r < R; ++r) next[r] = samplers[r].next(runs[r]->logits());
+        for (size_t r = 0; r < R; ++r)
+            if (failure[r].empty()) next[r] = samplers[r].next(runs[r]->logits());
     }
     checkCancel();
     eachRun([&](size_t r, const std::function<void()>& check) {
+        if (!failure[r].empty()) return;  // a stopped run reads nothing more
         check();
         runs[r]->readToken(next[r]);
         generated[r].push_back(next[r]);
@@ -197,16 +202,28 @@ std::shared_ptr<const Trace> Session::Impl::step() {
 void Session::Impl::measure() {
     const ModelConfig& c = model->config();
     const PolicyRun& full = *runs[0];
+    const int64_t position = static_cast<int64_t>(tokens.size()) - 1;
+    // Nothing can be compared with a full cache whose logits are NaN; a
+    // policy run whose logits are stops, with the reason in its trace, and
+    // the others go on.
+    if (const std::string problem = full.nonFiniteLogits(position); !problem.empty())
+        throw ModelError("the full cache's " + problem + "; no run can be compared with it");
+    for (size_t r = 1; r < runs.size(); ++r)
+        if (failure[r].empty()) failure[r] = runs[r]->nonFiniteLogits(position);
     at::Tensor logpFull = at::log_softmax(full.logits().to(at::kDouble), -1);
     const int64_t fullArgmax = full.logits().argmax().item<int64_t>();
     for (size_t r = 0; r < runs.size(); ++r) {
         const PolicyRun& run = *runs[r];
+        if (!failure[r].empty()) continue;
         StepMetrics sm;
         sm.position = static_cast<int64_t>(tokens.size()) - 1;
         sm.argmax = run.logits().argmax().item<int64_t>();
         sm.top1Agrees = sm.argmax == fullArgmax;
         sm.targetLogProb = std::nan("");
-        if (opt.teacherForced) {
+        if (!opt.teacherForced) {
+            // Each run read its own text: no distribution of the full cache's to compare with.
+            sm.kl = sm.retainedMass = sm.outputCosine = std::nan("");
+        } else {
             at::Tensor logp = at::log_softmax(run.logits().to(at::kDouble), -1);
             sm.kl = (logpFull.exp() * (logpFull - logp)).sum().item<double>();
         }
@@ -245,11 +262,13 @@ std::shared_ptr<const Trace> Session::Impl::trace() const {
     t->numHeads = c.numHeads;
     t->numKvHeads = c.numKvHeads;
     t->teacherForced = opt.teacherForced;
+    t->slidingWindow = c.slidingWindow.value_or(0);
     for (size_t r = 0; r < runs.size(); ++r) {
         PolicyTrace pt;
         runs[r]->fillTrace(pt);
         pt.generated = generated[r];
         pt.metrics = metrics[r];
+        pt.failure = failure[r].empty() ? std::string() : "stopped: " + failure[r];
         for (size_t i = 0; i < pt.generated.size() && pt.divergedAt < 0; ++i)
             if (pt.generated[i] != generated[0][i]) pt.divergedAt = static_cast<int64_t>(i);
         for (size_t l = 0; l < pt.layers.size() && l < fidelity[r].size(); ++l) {

@@ -56,6 +56,7 @@ struct PolicyTrace {
     std::string schedule;        // every_step | prefill_once | every_n(N)
     bool rerotate = false;       // keys re-rotated to cache positions (StreamingLLM's position shift)
     std::string budgetNote;      // e.g. a clamp, empty when none
+    std::string failure;         // why this run stopped (non-finite logits), empty while it runs; its metrics end there
     std::vector<LayerTrace> layers;
     uint64_t bytesHeld = 0;      // KV bytes this policy's cache holds
     uint64_t bytesAllocated = 0; // KV tensor bytes actually allocated
@@ -86,6 +87,8 @@ struct Trace {
     std::vector<std::string> labels;  // readable token text, for axes and strips
     int64_t numLayers = 0, numHeads = 0, numKvHeads = 0;
     bool teacherForced = true;
+    int64_t slidingWindow = 0;   // the model's own attention window (config.json sliding_window): keys
+                                 // older than this many positions are invisible to every run; 0: none
     std::vector<PolicyTrace> policies;      // [0] is always "full"
     std::vector<AttentionMap> attention;    // per policy, where capture was requested (same order)
 };

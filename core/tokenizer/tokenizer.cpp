@@ -2,6 +2,7 @@
 // order: added tokens are cut out of the raw text, the rest is normalized,
 // pre-tokenized into words, each word goes through the model, and the
 // post-processor adds special tokens.
+#include "core/io/read_file.h"
 #include "core/tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -52,11 +53,16 @@ struct Tokenizer::Impl {
         }
         return std::nullopt;
     }
-    const std::string& token(int32_t id) const
+    // An id past the vocabulary is a padding row of the model's embedding
+    // (real checkpoints round their vocabulary up): shown, never an error.
+    static std::string unusedPiece(int32_t id) { return "<unused:" + std::to_string(id) + ">"; }
+    bool known(int32_t id) const { return added.byId(id) || model->vocab().token(id); }
+    std::string token(int32_t id) const
     {
         if (const AddedToken* t = added.byId(id)) return t->content;
         if (const std::string* s = model->vocab().token(id)) return *s;
-        throw ArgumentError("token id " + std::to_string(id) + " is not in the vocabulary of " + name);
+        if (id >= 0) return unusedPiece(id);
+        throw ArgumentError("token id " + std::to_string(id) + " is negative: not a token of " + name);
     }
     void load(const nlohmann::json& json);
     void resolveSpecialIds();
@@ -78,13 +84,7 @@ Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::fromFile(const std::filesystem::path& tokenizerJson)
 {
-    const std::string name = tokenizerJson.string();
-    std::ifstream in(tokenizerJson, std::ios::binary);
-    if (!in) throw FormatError(name, "cannot open the file");
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) throw FormatError(name, "cannot read the file");
-    return fromJson(text.str(), name);
+    return fromJson(readRegularFile(tokenizerJson), tokenizerJson.string());
 }
 
 Tokenizer Tokenizer::fromJson(const std::string& jsonText, const std::string& nameForErrors)
@@ -153,14 +153,14 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skipSpecialT
     std::vector<std::string> tokens;
     tokens.reserve(ids.size());
     for (int32_t id : ids) {
-        const std::string& token = d.token(id);
+        std::string token = d.token(id);
         if (skipSpecialTokens) {
             // HF skips by content, so a vocabulary entry spelled like a
             // special token is skipped too.
             const AddedToken* added = d.added.byContent(token);
             if (added && added->special) continue;
         }
-        tokens.push_back(token);
+        tokens.push_back(std::move(token));
     }
     if (!d.decoder) {
         std::string joined;
@@ -175,8 +175,8 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skipSpecialT
 
 std::string Tokenizer::Impl::labelBytes(int32_t id) const
 {
-    const std::string& raw = token(id);
-    if (added.byId(id)) return raw;
+    const std::string raw = token(id);
+    if (added.byId(id) || !known(id)) return raw;
     if (byteLevel) {
         std::string bytes;
         size_t i = 0;

@@ -30,7 +30,8 @@ public:
 
     // Throws ArgumentError naming the byte offset when `text` is not valid UTF-8.
     std::vector<int32_t> encode(std::string_view text, bool addSpecialTokens = true) const;
-    // Throws ArgumentError for an id outside the vocabulary.
+    // An id past the vocabulary (a padding row of a real checkpoint's
+    // embedding) decodes as "<unused:ID>"; a negative id throws ArgumentError.
     std::string decode(const std::vector<int32_t>& ids, bool skipSpecialTokens = false) const;
 
     // Human-readable piece for a heatmap axis: bytes decoded ("Ġ"/"▁" become a

@@ -4,15 +4,18 @@
 #include <torch/optim/adamw.h>
 #include <torch/serialize.h>
 
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/io/safe_file.h"
 #include "core/eval/corpus.h"
 #include "core/eval/vocabulary.h"
 #include "core/model/device_internal.h"
@@ -92,16 +95,6 @@ void assemble(TrainableModel& m) {
     m.model = Model::fromWeights(m.config, w, at::kCPU);
 }
 
-void writeTextAtomically(const fs::path& file, const std::string& text) {
-    const fs::path tmp = file.string() + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary);
-        out << text;
-        if (!out) throw Error(tmp.string() + ": cannot write");
-    }
-    fs::rename(tmp, file);
-}
-
 json optionsJson(const TrainOptions& o) {
     return {{"seed", o.seed}, {"steps", o.steps}, {"batch", o.batch}, {"curriculum", o.curriculum},
             {"lr", o.lr}, {"min_lr", o.minLr}, {"warmup_steps", o.warmupSteps}, {"weight_decay", o.weightDecay},
@@ -173,7 +166,7 @@ void writeCheckpoint(const TrainOptions& o, const TrainableModel& m, torch::opti
     fs::create_directories(tmp);
     writeModelDir(m, tmp, /*bf16=*/false);  // exact f32: what a resumed run continues from
     torch::save(opt, (tmp / "optimizer.pt").string());
-    writeTextAtomically(tmp / "state.json", json{{"step", done}, {"options", optionsJson(o)}}.dump(2) + "\n");
+    writeFileAtomically(tmp / "state.json", json{{"step", done}, {"options", optionsJson(o)}}.dump(2) + "\n");
     fs::remove_all(old);
     if (fs::exists(dir)) fs::rename(dir, old);
     fs::rename(tmp, dir);
@@ -199,9 +192,11 @@ std::ofstream openLog(const fs::path& file, int64_t keepUpTo) {
         while (std::getline(in, line))
             if (!line.empty() && std::stoll(line.substr(0, line.find(','))) <= keepUpTo) kept.push_back(line);
     }
-    std::ofstream out(file, std::ios::trunc);
-    for (const auto& l : kept) out << l << "\n";
-    if (!out) throw Error(file.string() + ": cannot write");
+    std::string text;
+    for (const auto& l : kept) text += l + "\n";
+    writeFileAtomically(file, text);
+    std::ofstream out(file, std::ios::app);
+    if (!out) throw IoError("cannot write " + file.string());
     return out;
 }
 
@@ -406,10 +401,8 @@ void writeModelDir(const TrainableModel& m, const fs::path& dir, bool bf16) {
         held.push_back(t.detach().to(bf16 ? at::kBFloat16 : at::kFloat).contiguous());
         blobs.push_back({name, bf16 ? DType::BF16 : DType::F32, held.back().sizes().vec(), held.back().data_ptr()});
     }
-    const fs::path weights = dir / "model.safetensors", tmp = dir / "model.safetensors.tmp";
-    writeSafetensors(tmp, blobs, {{"format", "pt"}});
-    fs::rename(tmp, weights);
-    writeTextAtomically(dir / "config.json", configJson(m.config, bf16 ? "bfloat16" : "float32"));
+    writeSafetensors(dir / "model.safetensors", blobs, {{"format", "pt"}});
+    writeFileAtomically(dir / "config.json", configJson(m.config, bf16 ? "bfloat16" : "float32"));
     eval::Vocabulary::bundled().writeTokenizerJson(dir / "tokenizer.json");
 }
 
@@ -478,6 +471,11 @@ TrainResult train(const TrainOptions& o, const TrainProgress& progress) {
     } else {
         if (fs::exists(checkpointDir(o.outDir)))
             throw ArgumentError(o.outDir.string() + " already holds a training run: resume it or choose another directory");
+        // A model folder is never replaced by a new run (its weights and config would be lost).
+        for (const char* f : {"config.json", "model.safetensors", "model.safetensors.index.json"})
+            if (fs::exists(o.outDir / f))
+                throw ArgumentError("train --out " + o.outDir.string() + ": the folder already holds a model (" + f +
+                                    "); a new run would overwrite it: choose a new folder");
         if (o.initFrom.empty()) {
             m = initModel(trainConfig(o), o.seed);
             initPositionalHeads(m, parseOffsets(o.positionalHeads));
@@ -551,6 +549,7 @@ TrainResult train(const TrainOptions& o, const TrainProgress& progress) {
         if (rep.checkpointed) writeCheckpoint(o, m, opt, rep.step);
         log << rep.step << ',' << rep.seqLen << ',' << rep.lr << ',' << rep.loss << ',' << rep.factAccuracy << ','
             << rep.seconds << ',' << rep.tokensPerSecond << ',' << rep.answerAccuracy << std::endl;
+        if (!log) throw IoError("cannot write " + (o.outDir / "train_log.csv").string() + ": " + std::strerror(errno));
         r.losses.push_back(rep.loss);
         if (progress && !progress(rep)) {
             if (!rep.checkpointed) writeCheckpoint(o, m, opt, rep.step);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/core/test_models.h"
+#include "tests/robustness/full_disk.h"
 
 using namespace kvlens;
 namespace fs = std::filesystem;
@@ -222,7 +223,7 @@ TEST_F(CliTest, ExportWritesDataTablesAndRefusesWhatItCannot) {
     expectOneLineError(base + " --layer 5 --out " + quote(csv.string()), "attention capture layer 5 outside");
     expectOneLineError("export --model " + quote(model()) + " --out " + quote(csv.string()), "give a prompt");
     expectOneLineError("export --session " + quote((s_dir->path() / "none.json").string()) + " --out " + quote(csv.string()),
-                       "cannot open the session file");
+                       "none.json: cannot open");
 }
 
 TEST_F(CliTest, ExportFiguresAndExportAll) {
@@ -296,4 +297,104 @@ TEST_F(CliTest, BenchReportsRatiosPolicyTimeMemoryAndTargets) {
     // 25 % of the 40-token prompt, of the 46 tokens read (4 timed + 2 warm-up steps)
     EXPECT_NEAR(j["rows"][1]["kv_bytes_share"].get<double>(), 10.0 / 46.0, 1e-9);
     expectOneLineError("bench --synthetic gpt5 --context 8", "--synthetic: unknown shape 'gpt5'");
+}
+
+// No command writes over a file it reads (by identity, not by name), into a
+// model folder it reads, or twice to one path; train never replaces a model.
+TEST_F(CliTest, NoCommandWritesOverItsInputs) {
+    const fs::path session = s_dir->path() / "keep.kvlens.json", prompt = s_dir->path() / "keep-prompt.txt";
+    const std::string m = " --model " + quote(model());
+    ASSERT_EQ(run("export" + m + " --prompt-ids 3,1,4,1,5 --policy h2o --budget 3 --out " + quote((s_dir->path() / "x.csv").string())).code, 0);
+    std::ofstream(prompt) << "w1 w2 w3 w4";
+    nlohmann::json s = {{"format", "kvlens-session"}, {"version", 1}, {"model", {{"dir", model()}}},
+                        {"prompt", "w1 w2 w3 w4 w5"}, {"policies", {"h2o"}}, {"budget", "3"}};
+    std::ofstream(session) << s.dump(2);
+    const std::string sessionBytes = slurp(session), promptBytes = slurp(prompt), config = slurp(model() + "/config.json");
+    fs::create_symlink(session, s_dir->path() / "alias.kvlens.json");
+    expectOneLineError("export --session " + quote(session.string()) + " --out " + quote(session.string()),
+                       "this command reads that file");
+    expectOneLineError("export --session " + quote(session.string()) + " --out " +
+                           quote((s_dir->path() / "alias.kvlens.json").string()),
+                       "this command reads that file");
+    expectOneLineError("export" + m + " --prompt-file " + quote(prompt.string()) + " --policy h2o --budget 3 --out " +
+                           quote(prompt.string()),
+                       "this command reads that file");
+    expectOneLineError("export" + m + " --prompt-ids 3,1,4 --policy h2o --budget 3 --out " + quote(model() + "/config.json"),
+                       "this command reads that file");
+    expectOneLineError("compare" + m + " --prompt-ids 3,1,4 --policy h2o --budget 3 --json " + quote(model() + "/trace.json"),
+                       "inside the model folder");
+    const std::string twice = quote((s_dir->path() / "grid.out").string());
+    expectOneLineError("needle" + m + " --contexts 32 --depths 50 --json " + twice + " --csv " + twice,
+                       "the same file as --json");
+    expectOneLineError("train --out " + quote(model()) + " --steps 1", "already holds a model (config.json)");
+    EXPECT_EQ(slurp(session), sessionBytes);
+    EXPECT_EQ(slurp(prompt), promptBytes);
+    EXPECT_EQ(slurp(model() + "/config.json"), config);
+    EXPECT_FALSE(fs::exists(model() + "/trace.json"));
+}
+
+// A write that fails is a non-zero exit naming the file, stdout included:
+// /dev/full as an output file (through a link with the right extension) and
+// as stdout.
+TEST_F(CliTest, WriteErrorsAreErrors) {
+    const std::string m = " --model " + quote(model());
+    const fs::path full = s_dir->path() / "full.csv";
+    fs::create_symlink("/dev/full", full);
+    expectOneLineError("export" + m + " --prompt-ids 3,1,4,1,5 --policy h2o --budget 3 --out " + quote(full.string()),
+                       "cannot write /dev/full: No space left on device");
+    expectOneLineError("compare" + m + " --prompt-ids 3,1,4 --policy h2o --budget 3 --json /dev/full", "cannot write /dev/full");
+    expectOneLineError("needle" + m + " --contexts 32 --depths 50 --quiet --csv /dev/full", "cannot write /dev/full");
+    for (const std::string args : {"info" + m, "tokenize" + m + " --prompt 'w1 w2'", "compare" + m + " --prompt-ids 3,1,4 --policy h2o --budget 3 --json -"}) {
+        const fs::path err = s_dir->path() / "stderr.txt";
+        const int status = std::system((quote(KVLENS_CLI) + " " + args + " >/dev/full 2>" + quote(err.string())).c_str());
+        EXPECT_NE(WEXITSTATUS(status), 0) << args;
+        EXPECT_NE(slurp(err).find("cannot write to standard output"), std::string::npos) << args << ": " << slurp(err);
+    }
+}
+
+// On a full filesystem every format the CLI writes fails with a sentence and
+// leaves the file that was there, whole (needs root to mount a small tmpfs).
+TEST_F(CliTest, AFullDiskKeepsTheOldFile) {
+    test::FullDisk disk("cli-full");
+    if (!disk.mounted()) GTEST_SKIP() << disk.whyNot();
+    std::vector<std::pair<fs::path, std::string>> files;
+    for (const char* ext : {"csv", "json", "npy", "png", "svg", "pdf"}) {
+        const fs::path f = disk.path() / (std::string("old.") + ext);
+        std::ofstream(f) << "the user's " << ext << "\n";
+        files.emplace_back(f, slurp(f));
+    }
+    disk.fill();
+    for (const auto& [file, bytes] : files) {
+        const CliRun r = run("export --model " + quote(model()) + " --prompt-ids 3,1,4,1,5,9,2,6 --policy h2o --budget 3 --out " +
+                             quote(file.string()));
+        EXPECT_NE(r.code, 0) << file;
+        EXPECT_NE(r.err.find(file.string()), std::string::npos) << r.err;
+        EXPECT_EQ(slurp(file), bytes) << file;
+    }
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(disk.path()))
+        if (e.path().filename().string().find(".kvlens-") != std::string::npos) left.push_back(e.path().string());
+    EXPECT_TRUE(left.empty()) << left.front();
+}
+
+// Inputs that are not text, prompts past the context, padded vocabularies.
+TEST_F(CliTest, InputsTheModelCannotTakeAreNamed) {
+    const std::string m = " --model " + quote(model());
+    expectOneLineError("generate" + m + " --prompt-file " + quote(s_dir->path().string()), "is a folder");
+    expectOneLineError("generate" + m + " --prompt-file /dev/zero", "longer than 64 MiB");
+    std::string ids = "1";
+    for (int i = 1; i < 4 * 128 + 1; ++i) ids += ",1";
+    expectOneLineError("generate" + m + " --prompt-ids " + ids + " --steps 1", "--allow-long-context");
+    CliRun r = run("generate" + m + " --prompt-ids " + ids + " --steps 1 --allow-long-context --json");
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("warning: the run reaches 514 tokens, past the 128"), std::string::npos) << r.err;
+    // The bundled model: 320 embedding rows for 319 tokens. The padding id is
+    // read, shown and never aborts generate or compare.
+    r = run("generate --prompt-ids 2,319,5 --steps 3 --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run("compare --prompt-ids 2,319,5 --policy h2o --budget 2 --steps 2 --json -");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["labels"][1], "<unused:319>");
+    expectOneLineError("generate --prompt-ids 2,320", "outside the vocabulary");
+    expectOneLineError("compare --prompt-ids 2,320 --policy h2o --budget 2", "outside the vocabulary");
 }

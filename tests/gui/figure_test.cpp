@@ -1,6 +1,9 @@
 // widgets/figure: the exported PNG, SVG and PDF of a hand-built trace are
 // valid, non-trivial files (decoded back), the PNG's size follows the scale,
 // the title names the run, and evicted keys are drawn in the NaN colour.
+// Every write goes through ui::saveThrough: a failed one (a full disk, a
+// writer that gives up) says why and leaves the old file byte for byte.
+#include <QDir>
 #include <QImage>
 #include <QSvgRenderer>
 #include <QTemporaryDir>
@@ -9,6 +12,8 @@
 
 #include "trace_fixtures.h"
 #include "widgets/figure.h"
+#include "widgets/save_file.h"
+#include "write_fixtures.h"
 
 using namespace kvlens;
 
@@ -30,10 +35,9 @@ QString write(const QString& file, const ui::FigureView& v, double scale) {
                            [&v](QPainter& p, const QRectF& a) { ui::paintAttentionFigure(p, a, v); }, ui::figureTitle(v));
 }
 
-QByteArray readAll(const QString& file) {
-    QFile f(file);
-    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
+using test::FileSizeLimit;
+using test::readAll;
+using test::writeBytes;
 
 }  // namespace
 
@@ -118,6 +122,68 @@ private Q_SLOTS:
                  QString());
         QVERIFY(readAll(grid).startsWith("%PDF-"));
         QVERIFY(ui::gridFigureSize(3, 3).width() > ui::gridFigureSize(3, 1).width());
+    }
+
+    // A figure that does not fit (the disk is full) is an error naming the
+    // file and why, and the figure that was there is still there.
+    void aFailedWriteLeavesTheOldFile() {
+        QTemporaryDir dir;
+        for (const char* suffix : {"png", "svg", "pdf"}) {
+            const QString file = dir.filePath(QStringLiteral("old.%1").arg(QLatin1String(suffix)));
+            const QByteArray old = writeBytes(file, QByteArray("the figure the user already has\n").repeated(20));
+            QString error;
+            {
+                FileSizeLimit limit(1024);
+                error = write(file, fixtureView(), 2);
+            }
+            QVERIFY2(error.startsWith(QStringLiteral("cannot write %1: ").arg(file)), qPrintable(error));
+            QVERIFY2(error.contains(QStringLiteral("File too large")), qPrintable(error));
+            QCOMPARE(readAll(file), old);
+        }
+        // No temporary file is left beside them.
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), 3);
+        // Without the limit the same write replaces the file.
+        const QString png = dir.filePath(QStringLiteral("old.png"));
+        QCOMPARE(write(png, fixtureView(), 2), QString());
+        QVERIFY(!QImage(png).isNull());
+    }
+
+    // A writer that gives up halfway: its reason, and the old file untouched.
+    void aWriterThatFailsLeavesTheOldFile() {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("data.png"));
+        const QByteArray old = writeBytes(file, "old bytes");
+        const QString error = ui::saveThrough(file, [](QIODevice& out) {
+            out.write(QByteArray(100000, 'x'));
+            return QStringLiteral("the renderer gave up");
+        });
+        QCOMPARE(error, QStringLiteral("cannot write %1: the renderer gave up").arg(file));
+        QCOMPARE(readAll(file), old);
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden), QStringList{QStringLiteral("data.png")});
+        QCOMPARE(ui::saveThrough(file, [](QIODevice& out) { return out.write("new") == 3 ? QString() : QStringLiteral("?"); }),
+                 QString());
+        QCOMPARE(readAll(file), QByteArray("new"));
+    }
+
+    // /dev/full (named directly, or through a link with a figure's suffix)
+    // is written directly, never replaced, and the write error is reported.
+    void writingToDevFullIsAnError() {
+        if (!QFileInfo::exists(QStringLiteral("/dev/full"))) QSKIP("no /dev/full");
+        const QString error = ui::saveThrough(QStringLiteral("/dev/full"), [](QIODevice& out) {
+            out.write(QByteArray(70000, 'x'));
+            return QString();
+        });
+        QCOMPARE(error, QStringLiteral("cannot write /dev/full: No space left on device"));
+        QTemporaryDir dir;
+        for (const char* suffix : {"png", "svg", "pdf"}) {
+            const QString link = dir.filePath(QStringLiteral("full.%1").arg(QLatin1String(suffix)));
+            QVERIFY(QFile::link(QStringLiteral("/dev/full"), link));
+            const QString e = write(link, fixtureView(), 2);
+            QVERIFY2(e.contains(QStringLiteral("No space left on device")), qPrintable(suffix + (": " + e)));
+            QVERIFY(QFileInfo(link).isSymLink());
+        }
+        QVERIFY(!QFileInfo(QStringLiteral("/dev/full")).isFile());  // still the device
+        QVERIFY(ui::saveThrough(dir.path(), [](QIODevice&) { return QString(); }).contains(QStringLiteral("folder")));
     }
 
     void unknownFormatAndBadScaleAreRefused() {

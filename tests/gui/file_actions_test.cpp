@@ -2,8 +2,12 @@
 // figure/data/export-all files from the GUI, session save → open → the same
 // traces, corrupted / future-version / missing-model sessions reported
 // without a modal dialog, autosave and its restore after an unclean exit,
-// and kvlens-cli export writing the same PNG as the GUI's export.
+// and kvlens-cli export writing the same PNG as the GUI's export. While the
+// restore question waits nothing writes the autosave; a failed export says
+// why and leaves the old file.
+#include <QAbstractButton>
 #include <QImage>
+#include <QMessageBox>
 #include <QProcess>
 #include <QStatusBar>
 #include <QSvgRenderer>
@@ -26,6 +30,7 @@
 #include "widgets/needle_panel.h"
 #include "widgets/prompt_editor.h"
 #include "widgets/transport_bar.h"
+#include "write_fixtures.h"
 
 using namespace kvlens;
 using kvlens::gui::Controller;
@@ -106,6 +111,31 @@ bool startOnBundledModel(MainWindow& w, const QTemporaryDir& dir, Reported* repo
 QString writeText(const QString& file, const std::string& text) {
     std::ofstream(file.toStdString()) << text;
     return file;
+}
+
+// An autosave left by a run that was killed: `session` in dir's autosave
+// file and the clean-exit flag down. Returns the file's bytes.
+QByteArray leaveAutosave(const QTemporaryDir& dir, const SessionFile& session) {
+    const QString file = writeText(dir.filePath(QStringLiteral("autosave.kvlens.json")), sessionToJson(session).dump(1));
+    gui::Settings().cleanExit.set(false);
+    return test::readAll(file);
+}
+
+// prepare(), but the restore question is the real non-modal box.
+QMessageBox* startWithTheRestoreQuestion(MainWindow& w, const QTemporaryDir& dir, Reported* reported) {
+    prepare(w, dir, reported);
+    w.files()->setRestoreDecider({});
+    w.files()->setAutosaveDelay(50);
+    w.start(QString());
+    for (QMessageBox* box : w.findChildren<QMessageBox*>())
+        if (box->windowTitle() == QLatin1String("Restore the last session?")) return box;
+    return nullptr;
+}
+
+SessionFile autosavedSession() {
+    SessionFile s = exampleSession();
+    s.prompt = "the cat sat on the mat . the code for the blue door is 7 7 1 2 .";
+    return s;
 }
 
 }  // namespace
@@ -450,6 +480,119 @@ private Q_SLOTS:
         QCOMPARE(w.promptEditor()->text(), edited);
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt == edited, 60000);
         QVERIFY(reported.texts.isEmpty());
+    }
+
+    // The start-up run and edits made while the question waits are not
+    // autosaved over what it offers; Yes brings back exactly that session.
+    void theAutosaveWaitsForTheRestoreAnswer() {
+        QTemporaryDir dir;
+        Reported reported;
+        const SessionFile autosaved = autosavedSession();
+        const QByteArray before = leaveAutosave(dir, autosaved);
+        MainWindow w;
+        QMessageBox* box = startWithTheRestoreQuestion(w, dir, &reported);
+        QVERIFY(box);
+        QVERIFY(w.files()->restorePending());
+        QSignalSpy saved(w.files(), &FileActions::autosaved);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        const QString edit = QStringLiteral("an edit made while the question waits .");
+        w.promptEditor()->setText(edit);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt == edit, 60000);
+        QTest::qWait(300);  // six autosave delays
+        QCOMPARE(saved.count(), 0);
+        QVERIFY(!w.files()->autosaveNow());
+        QCOMPARE(test::readAll(w.files()->autosaveFile()), before);
+
+        box->button(QMessageBox::Yes)->click();
+        QVERIFY(!w.files()->restorePending());
+        const QString prompt = QString::fromStdString(autosaved.prompt);
+        QCOMPARE(w.promptEditor()->text(), prompt);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt == prompt &&
+                                     w.controller()->lastRequest().layer == 2,
+                                 60000);
+        QCOMPARE(w.comparison()->selectedHead(), int64_t{3});
+        // Autosave resumes, with the restored session.
+        QTRY_VERIFY_WITH_TIMEOUT(saved.count() > 0, 10000);
+        const SessionFile now = loadSession(w.files()->autosaveFile().toStdString());
+        QCOMPARE(now.prompt, autosaved.prompt);
+        QCOMPARE(now.policies, autosaved.policies);
+        QCOMPARE(now.budget, autosaved.budget);
+        QCOMPARE(now.decodeSteps, autosaved.decodeSteps);
+        QVERIFY(reported.texts.isEmpty());
+    }
+
+    // No: autosave resumes with the session as it is. Unanswered: nothing
+    // touches the file and the next start offers it again.
+    void noResumesTheAutosaveAndUnansweredOffersAgain() {
+        QTemporaryDir dir;
+        Reported reported;
+        const QByteArray before = leaveAutosave(dir, autosavedSession());
+        {
+            MainWindow w;
+            QVERIFY(startWithTheRestoreQuestion(w, dir, &reported));
+            QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        }  // closed without an answer
+        QVERIFY(!gui::Settings().cleanExit.get());
+        QCOMPARE(test::readAll(dir.filePath(QStringLiteral("autosave.kvlens.json"))), before);
+        MainWindow w;
+        QMessageBox* box = startWithTheRestoreQuestion(w, dir, &reported);
+        QVERIFY(box);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        QSignalSpy saved(w.files(), &FileActions::autosaved);
+        box->button(QMessageBox::No)->click();
+        QTRY_VERIFY_WITH_TIMEOUT(saved.count() > 0, 10000);
+        QCOMPARE(QString::fromStdString(loadSession(w.files()->autosaveFile().toStdString()).prompt),
+                 w.promptEditor()->text());
+        QVERIFY(w.promptEditor()->text().toStdString() != autosavedSession().prompt);
+    }
+
+    // Yes on an autosave that cannot open here (its model is gone): reported,
+    // and the file is kept beside, not autosaved over.
+    void anUnrestorableAutosaveIsKept() {
+        QTemporaryDir dir;
+        Reported reported;
+        SessionFile gone = autosavedSession();
+        gone.modelDir = dir.filePath(QStringLiteral("no-such-model")).toStdString();
+        const QByteArray before = leaveAutosave(dir, gone);
+        MainWindow w;
+        QMessageBox* box = startWithTheRestoreQuestion(w, dir, &reported);
+        QVERIFY(box);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        box->button(QMessageBox::Yes)->click();
+        QCOMPARE(reported.titles, QStringList{QStringLiteral("Cannot open the session")});
+        const QStringList kept = QDir(dir.path()).entryList({QStringLiteral("unrestored-*.kvlens.json")});
+        QCOMPARE(kept.size(), 1);
+        QCOMPARE(test::readAll(dir.filePath(kept.front())), before);
+        QVERIFY(!w.files()->restorePending());
+    }
+
+    // A data export onto a full disk: the reason, and the old file as it was.
+    void aFailedDataExportLeavesTheOldFile() {
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        QVERIFY(startOnBundledModel(w, dir, &reported));
+        for (const char* suffix : {"csv", "json"}) {
+            const QString file = dir.filePath(QStringLiteral("attention.%1").arg(QLatin1String(suffix)));
+            const QByteArray old = test::writeBytes(file, "the data the user already has\n");
+            QString error;
+            {
+                test::FileSizeLimit limit(256);
+                error = w.files()->exportData(file, ExportTable::Attention, 1);
+            }
+            QVERIFY2(error.startsWith(QStringLiteral("cannot write %1: File too large").arg(file)), qPrintable(error));
+            QCOMPARE(test::readAll(file), old);
+            const QString full = dir.filePath(QStringLiteral("full.%1").arg(QLatin1String(suffix)));
+            QVERIFY(QFile::link(QStringLiteral("/dev/full"), full));
+            const QString e = w.files()->exportData(full, ExportTable::Attention, 1);
+            QVERIFY2(e.contains(QStringLiteral("No space left on device")), qPrintable(e));
+            // And a figure through the same path.
+            const QString png = dir.filePath(QStringLiteral("full-%1.png").arg(QLatin1String(suffix)));
+            QVERIFY(QFile::link(QStringLiteral("/dev/full"), png));
+            QVERIFY(w.files()->exportFigure(png, 1, 1).contains(QStringLiteral("No space left on device")));
+        }
+        QCOMPARE(w.files()->exportData(dir.filePath(QStringLiteral("attention.csv")), ExportTable::Attention, 1), QString());
+        QVERIFY(test::readAll(dir.filePath(QStringLiteral("attention.csv"))).size() > 256);
     }
 
     void noRestoreOfferAfterACleanExit() {

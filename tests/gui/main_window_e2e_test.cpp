@@ -1,15 +1,29 @@
 // End to end: the main window on the bundled model runs the example with
 // full + three policies; dragging a budget bar re-runs and the comparison
 // view shows the new budget; Ctrl+Z restores it. Also reports how long a
-// ~512-token prompt takes with full + 5 policies.
+// ~512-token prompt takes with full + 5 policies. Runs past the model's
+// context warn, and past 4× it ask first; a model's sliding window is shown.
+// The real `kvlens` binary: killed and restarted it leaves its autosave
+// alone while the restore question is open, and --screenshot exits 1 saying
+// why when the model cannot load or the file cannot be written.
+#include <QImage>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
+#include <sys/stat.h>
 
 #include "app/gui/examples.h"
 #include "app/gui/main_window.h"
+#include "core/paths.h"
 #include "gui_test_main.h"
 #include "widgets/budget_bars.h"
 #include "widgets/budget_editor.h"
 #include "widgets/comparison_view.h"
+#include "widgets/model_panel.h"
 #include "widgets/policy_column.h"
 #include "widgets/policy_list.h"
 #include "widgets/prompt_editor.h"
@@ -30,6 +44,48 @@ bool complete(const MainWindow& w) {
 int64_t shownBudget(const MainWindow& w, int policy, int layer) {
     const auto t = w.comparison()->trace();
     return t ? t->policies[static_cast<size_t>(policy)].layers[static_cast<size_t>(layer)].budget : -1;
+}
+
+// The bundled model copied into `dir` with `changes` applied to its config.json.
+QString modelWith(const QTemporaryDir& dir, const QJsonObject& changes) {
+    const QDir from(QString::fromStdString(bundledModelDir().string()));
+    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+        QFile::copy(from.filePath(QLatin1String(f)), dir.filePath(QLatin1String(f)));
+    QFile config(dir.filePath(QStringLiteral("config.json")));
+    config.open(QIODevice::ReadOnly);
+    QJsonObject c = QJsonDocument::fromJson(config.readAll()).object();
+    config.close();
+    for (auto it = changes.begin(); it != changes.end(); ++it) c.insert(it.key(), it.value());
+    config.open(QIODevice::WriteOnly | QIODevice::Truncate);
+    config.write(QJsonDocument(c).toJson());
+    return dir.path();
+}
+
+// `kvlens` on the offscreen platform with its own settings and autosave under `home`.
+void prepareApp(QProcess& app, const QTemporaryDir& home) {
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    env.insert(QStringLiteral("XDG_DATA_HOME"), home.filePath(QStringLiteral("data")));
+    env.insert(QStringLiteral("XDG_CONFIG_HOME"), home.filePath(QStringLiteral("config")));
+    env.insert(QStringLiteral("XDG_RUNTIME_DIR"), home.path());
+    app.setProcessEnvironment(env);
+    app.setProgram(QStringLiteral(KVLENS_GUI_PATH));
+}
+
+QByteArray readAll(const QString& file) {
+    QFile f(file);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+// What changes when a file is written again, even with the same bytes.
+QString identity(const QString& file) {
+    struct stat st {};
+    if (::stat(file.toLocal8Bit().constData(), &st) != 0) return QStringLiteral("missing");
+    return QStringLiteral("inode %1, mtime %2.%3, %4 bytes")
+        .arg(st.st_ino)
+        .arg(st.st_mtim.tv_sec)
+        .arg(st.st_mtim.tv_nsec)
+        .arg(st.st_size);
 }
 
 }  // namespace
@@ -109,6 +165,149 @@ private Q_SLOTS:
         w.controller()->setPolicies(policies);
         QVERIFY(finished.wait(120000));
         QCOMPARE(report(), size_t{6});
+    }
+
+    // Past max_position_embeddings (32 here) a run warns and runs; past 4×
+    // it is asked about once per prompt: No leaves it unrun, Run again asks
+    // again, Yes runs it.
+    void longPromptsWarnAndAskFirst() {
+        QTemporaryDir dir;
+        MainWindow w;
+        int asked = 0;
+        bool answer = true;
+        QString question;
+        w.start(modelWith(dir, {{QStringLiteral("max_position_embeddings"), 32}}));
+        w.controller()->setLongContextDecider([&](const QString& message) {
+            question = message;
+            return ++asked, answer;
+        });
+        QTRY_VERIFY_WITH_TIMEOUT(w.controller()->modelReady() && !w.controller()->busy(), 60000);
+        QCOMPARE(w.controller()->maxPositions(), int64_t{32});
+        const auto tokenizer = w.controller()->tokenizer();
+        const int steps = w.transport()->decodeSteps();
+        auto length = [&](const QString& p) { return static_cast<int>(tokenizer->encode(p.toStdString(), true).size()) + steps; };
+        auto longerThan = [&](int n) {
+            QString p = QStringLiteral("the cat sat .");
+            while (length(p) <= n) p += QStringLiteral(" the cat sat on the mat .");
+            return p;
+        };
+        auto runs = [&w](const QString& p) {
+            return QTest::qWaitFor([&] { return complete(w) && w.controller()->lastRequest().prompt == p; }, 60000);
+        };
+        const QString within = QStringLiteral("the cat .");
+        QVERIFY(length(within) <= 32);
+        w.promptEditor()->setText(within);
+        QVERIFY(runs(within));
+        QCOMPARE(w.contextNotice(), QString());
+
+        asked = 0;
+        const QString past = longerThan(32);
+        QVERIFY(length(past) <= 4 * 32);
+        w.promptEditor()->setText(past);
+        QVERIFY(runs(past));
+        QVERIFY2(w.contextNotice().contains(QStringLiteral("past the 32")), qPrintable(w.contextNotice()));
+        QCOMPARE(asked, 0);
+
+        answer = false;
+        const QString far = longerThan(4 * 32);
+        w.promptEditor()->setText(far);
+        QTRY_COMPARE_WITH_TIMEOUT(asked, 1, 10000);
+        QVERIFY2(question.contains(QStringLiteral("past the 32")), qPrintable(question));
+        QTest::qWait(200);
+        QCOMPARE(w.controller()->lastRequest().prompt, past);  // not run
+        QVERIFY(!w.controller()->busy());
+        w.controller()->setSelection(1, 1);  // another edit, the same prompt: not asked again
+        QTest::qWait(200);
+        QCOMPARE(asked, 1);
+        QCOMPARE(w.controller()->lastRequest().prompt, past);
+
+        answer = true;
+        w.controller()->runNow();
+        QCOMPARE(asked, 2);
+        QVERIFY(runs(far));
+        QVERIFY(w.contextNotice().contains(QStringLiteral("past the 32")));
+    }
+
+    void aSlidingWindowIsShownWithTheModel() {
+        QTemporaryDir dir;
+        MainWindow w;
+        w.start(modelWith(dir, {{QStringLiteral("model_type"), QStringLiteral("mistral")},
+                                {QStringLiteral("architectures"), QJsonArray{QStringLiteral("MistralForCausalLM")}},
+                                {QStringLiteral("sliding_window"), 16}}));
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        QCOMPARE(w.controller()->history().back()->slidingWindow, int64_t{16});
+        QVERIFY2(w.modelPanel()->slidingWindowText().contains(QStringLiteral("sliding window of 16 tokens")),
+                 qPrintable(w.modelPanel()->slidingWindowText()));
+    }
+
+    // The real app, killed (SIGKILL) once its autosave exists, then started
+    // again: the restore question is open, and for as long as its start-up
+    // run and autosave took the first time (twice over, at least 8 s)
+    // nothing writes the autosave.
+    void aKilledAppsAutosaveWaitsForTheQuestion() {
+        QTemporaryDir home;
+        const QString autosave = home.filePath(QStringLiteral("data/KVLens/kvlens/autosave.kvlens.json"));
+        QProcess app;
+        prepareApp(app, home);
+        QElapsedTimer timer;
+        timer.start();
+        app.start();
+        QVERIFY(app.waitForStarted());
+        QTRY_VERIFY_WITH_TIMEOUT(QFileInfo::exists(autosave), 60000);
+        const qint64 firstSave = timer.elapsed();
+        app.kill();
+        QVERIFY(app.waitForFinished());
+        const QByteArray bytes = readAll(autosave);
+        const QString before = identity(autosave);
+        QVERIFY(bytes.contains("\"prompt\""));
+
+        app.start();
+        QVERIFY(app.waitForStarted());
+        const qint64 watch = std::max<qint64>(8000, 2 * firstSave);
+        timer.restart();
+        while (timer.elapsed() < watch) {
+            QTest::qWait(200);
+            QCOMPARE(app.state(), QProcess::Running);
+            QCOMPARE(identity(autosave), before);
+        }
+        QCOMPARE(readAll(autosave), bytes);
+        qInfo("autosave untouched for %lld ms (the first took %lld ms)", static_cast<long long>(watch),
+              static_cast<long long>(firstSave));
+        app.kill();
+        QVERIFY(app.waitForFinished());
+    }
+
+    void screenshotFailuresExitWithTheReason() {
+        QTemporaryDir home;
+        QProcess app;
+        prepareApp(app, home);
+        const QString shot = home.filePath(QStringLiteral("shot.png"));
+        app.setArguments({QStringLiteral("--model"), home.filePath(QStringLiteral("no-such-model")),
+                          QStringLiteral("--screenshot"), shot});
+        QElapsedTimer timer;
+        timer.start();
+        app.start();
+        QVERIFY(app.waitForFinished(60000));
+        QCOMPARE(app.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(app.exitCode(), 1);
+        QString err = QString::fromLocal8Bit(app.readAllStandardError());
+        QVERIFY2(err.contains(QStringLiteral("cannot load the model")) && err.contains(QStringLiteral("no-such-model")),
+                 qPrintable(err));
+        QVERIFY(!QFileInfo::exists(shot));
+        qInfo("a model that cannot load: exit 1 after %lld ms", static_cast<long long>(timer.elapsed()));
+
+        app.setArguments({QStringLiteral("--screenshot"), QStringLiteral("/dev/full")});
+        app.start();
+        QVERIFY(app.waitForFinished(120000));
+        QCOMPARE(app.exitCode(), 1);
+        err = QString::fromLocal8Bit(app.readAllStandardError());
+        QVERIFY2(err.contains(QStringLiteral("cannot write /dev/full: No space left on device")), qPrintable(err));
+
+        app.setArguments({QStringLiteral("--screenshot"), shot});
+        app.start();
+        QVERIFY(app.waitForFinished(120000));
+        QCOMPARE(app.exitCode(), 0);
+        QVERIFY(!QImage(shot).isNull());
     }
 };
 

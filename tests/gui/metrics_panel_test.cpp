@@ -1,12 +1,20 @@
 // MetricsPanel: one series per policy, and outputs marked where they depart
-// from the full cache.
+// from the full cache. A metric computed from NaN, and every summary metric
+// of a run that stopped, reads "n/a" (with the reason it stopped), never a
+// number. Plot exports that fail say why and leave the old file.
 #include <QtTest>
 
 #include "trace_fixtures.h"
+#include "widgets/head_grid.h"
 #include "widgets/metrics_panel.h"
+#include "widgets/model_panel.h"
+#include "widgets/policy_column.h"
+#include <QDir>
 #include <QSvgRenderer>
 #include <QTemporaryDir>
+#include <cmath>
 #include "widgets/qcustomplot_include.h"
+#include "write_fixtures.h"
 
 using namespace kvlens;
 
@@ -60,6 +68,85 @@ private Q_SLOTS:
         QVERIFY(bytes.startsWith("%PDF"));
         QVERIFY(bytes.contains("/Type /Page"));
         QVERIFY(!ui::MetricsPanel::exportPlot(panel.klPlot(), dir.filePath("kl.bmp")).isEmpty());
+    }
+
+    // A step whose logits became NaN: a gap in the KL and agreement plots
+    // (not a point), left out of the running agreement.
+    void nanKlIsAGapNotAPoint() {
+        auto t = test::makeTrace(12);
+        t->policies[1].metrics[0].kl = std::nan("");
+        ui::MetricsPanel panel;
+        panel.setTrace(t);
+        QVERIFY(std::isnan(panel.klPlot()->graph(0)->data()->at(0)->value));
+        QVERIFY(std::isnan(panel.agreementPlot()->graph(0)->data()->at(0)->value));
+        QCOMPARE(panel.klPlot()->graph(0)->data()->at(1)->value, 0.2);
+        QCOMPARE(panel.agreementPlot()->graph(0)->data()->at(1)->value, 0.0);  // 0 of the 1 finite step agrees
+        QVERIFY(std::isfinite(panel.klPlot()->yAxis->range().upper));
+        // Its column's header: n/a, not "nan".
+        ui::PolicyColumn column;
+        column.setData(t, 1, nullptr, 0, 0);
+        QVERIFY2(column.headerText().contains(QStringLiteral("KL n/a")), qPrintable(column.headerText()));
+        QVERIFY(!column.headerText().contains(QStringLiteral("nan"), Qt::CaseInsensitive));
+    }
+
+    // A run stopped by the session (non-finite logits): its reason in the
+    // column header and the outputs, its metrics n/a, no mass drawn.
+    void aStoppedRunShowsWhyAndNoNumbers() {
+        auto t = test::makeTrace(12);
+        t->policies[1].failure = "stopped: its logits became NaN at position 10";
+        t->policies[1].layers[0].retainedMass.assign(8, std::nanf(""));
+        ui::PolicyColumn column;
+        column.setData(t, 1, nullptr, 0, 0);
+        const QString header = column.headerText();
+        QVERIFY2(header.contains(QStringLiteral("KL n/a · top-1 n/a")), qPrintable(header));
+        QVERIFY2(header.contains(QStringLiteral("stopped: its logits became NaN at position 10")), qPrintable(header));
+        QVERIFY2(!header.contains(QStringLiteral("stopped: stopped")), qPrintable(header));
+        ui::MetricsPanel panel;
+        panel.setTrace(t);
+        QVERIFY(panel.outputHtml().contains(QStringLiteral("stopped: its logits became NaN")));
+        QCOMPARE(panel.massPlot()->graph(0)->data()->size(), 0);
+        QVERIFY(panel.massPlot()->graph(0)->name().contains(QStringLiteral("stopped")));
+        // A reason without the word gets it.
+        t->policies[1].failure = "non-finite logits";
+        column.setData(t, 1, nullptr, 0, 0);
+        QVERIFY(column.headerText().contains(QStringLiteral("stopped: non-finite logits")));
+        // The full run's header has no metrics to show.
+        column.setData(t, 0, nullptr, 0, 0);
+        QVERIFY(!column.headerText().contains(QStringLiteral("KL")));
+    }
+
+    void slidingWindowIsShownWithTheModel() {
+        ui::ModelPanel panel;
+        QCOMPARE(panel.slidingWindowText(), QString());
+        panel.setSlidingWindow(4096);
+        QVERIFY(panel.slidingWindowText().contains(QStringLiteral("sliding window of 4096 tokens")));
+        panel.setSlidingWindow(0);
+        QCOMPARE(panel.slidingWindowText(), QString());
+    }
+
+    // On a full disk each format is an error naming the file, and the plot
+    // that was there is still there; /dev/full is an error too.
+    void aFailedPlotExportLeavesTheOldFile() {
+        ui::MetricsPanel panel;
+        panel.resize(700, 600);
+        panel.setTrace(test::makeTrace(12));
+        QTemporaryDir dir;
+        for (const char* format : {"png", "svg", "pdf"}) {
+            const QString file = dir.filePath(QStringLiteral("kl.%1").arg(QLatin1String(format)));
+            const QByteArray old = test::writeBytes(file, QByteArray("the plot the user already has\n").repeated(20));
+            QString error;
+            {
+                test::FileSizeLimit limit(1024);
+                error = ui::MetricsPanel::exportPlot(panel.klPlot(), file);
+            }
+            QVERIFY2(error.startsWith(QStringLiteral("cannot write %1: File too large").arg(file)), qPrintable(error));
+            QCOMPARE(test::readAll(file), old);
+            const QString full = dir.filePath(QStringLiteral("full.%1").arg(QLatin1String(format)));
+            QVERIFY(QFile::link(QStringLiteral("/dev/full"), full));
+            const QString e = ui::MetricsPanel::exportPlot(panel.klPlot(), full);
+            QVERIFY2(e.contains(QStringLiteral("No space left on device")), qPrintable(e));
+        }
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden | QDir::System).size(), 6);
     }
 };
 

@@ -28,54 +28,14 @@
 #include "core/run/session_setup.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tests/core/test_models.h"
+#include "tests/robustness/bad_input_support.h"
 #include "tests/robustness/held_bound.h"
 
 using namespace kvlens;
+using namespace kvlens::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-// The bundled model, loaded once.
-std::shared_ptr<const Model> bundled() {
-    static std::shared_ptr<const Model> model = loadModel(bundledModelDir(), RunSettings{});
-    return model;
-}
-
-std::shared_ptr<const Tokenizer> bundledTokenizer() {
-    static auto tok = std::make_shared<const Tokenizer>(Tokenizer::fromFile(bundledModelDir() / "tokenizer.json"));
-    return tok;
-}
-
-// A copy of the bundled model to break.
-fs::path copyOfBundled(const test::ScratchDir& dir) {
-    const fs::path out = dir / "model";
-    fs::create_directories(out);
-    for (const auto& e : fs::directory_iterator(bundledModelDir())) fs::copy_file(e.path(), out / e.path().filename());
-    return out;
-}
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void spit(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary | std::ios::trunc) << s; }
-
-// The message of what `f` throws as a kvlens::Error ("" and a failure if
-// it throws nothing or something else).
-template <class F>
-std::string errorOf(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "not a kvlens::Error: " << e.what();
-        return e.what();
-    }
-    ADD_FAILURE() << "nothing thrown";
-    return "";
-}
 
 SessionOptions optionsFor(std::vector<int64_t> prompt, const std::vector<std::string>& policies, const std::string& budget) {
     SessionOptions so;

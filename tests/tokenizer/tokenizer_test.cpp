@@ -242,13 +242,17 @@ TEST(Errors, InvalidUtf8NamesTheByteOffset)
     EXPECT_NE(messageOf<kvlens::ArgumentError>([&] { tok.encode("\xE4\xB8"); }).find("byte offset 0"), std::string::npos);
 }
 
-TEST(Errors, UnknownIdsAreArgumentErrors)
+// Ids past the vocabulary are a real checkpoint's padding rows: they decode
+// and label as <unused:ID> (issue 16); negative ids are errors.
+TEST(Errors, NegativeIdsAreArgumentErrorsAndPaddingIdsDecode)
 {
     const Tokenizer tok = Tokenizer::fromFile(kData / "wordlevel.json");
-    EXPECT_THROW(tok.decode({3, 14}), kvlens::ArgumentError);
+    EXPECT_EQ(tok.decode({14}), "<unused:14>");
+    EXPECT_EQ(tok.tokenLabel(99), "<unused:99>");
+    EXPECT_EQ(tok.tokenString(99), "<unused:99>");
     EXPECT_THROW(tok.decode({-1}), kvlens::ArgumentError);
-    EXPECT_THROW(tok.tokenLabel(99), kvlens::ArgumentError);
     EXPECT_THROW(tok.tokenString(-5), kvlens::ArgumentError);
+    EXPECT_THROW(tok.tokenLabel(-2), kvlens::ArgumentError);
 }
 
 TEST(Errors, CorruptedFilesOnlyThrowKvlensErrors)
