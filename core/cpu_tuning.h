@@ -25,6 +25,9 @@ namespace kvlens {
 // Call first in main(); returns only when no restart was needed (or execv failed).
 // The name is historical: it tunes OpenBLAS's kernels and OpenMP's waiting.
 void restartWithTunedBlas(char** argv);
+// glibc malloc settings that keep a decode step's buffers in the heap
+// (cpu_tuning.cpp says why); restartWithTunedBlas() applies them first.
+void tuneAllocator();
 
 // OpenBLAS built with pthreads (Debian's libopenblas0-pthread) keeps a
 // thread pool of its own, sized by OPENBLAS_NUM_THREADS (default: every

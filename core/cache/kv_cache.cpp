@@ -27,6 +27,23 @@ KvCache::KvCache(int64_t layers, int64_t kvHeads, int64_t headDim, at::ScalarTyp
     clear();
 }
 
+KvCache KvCache::fork(CacheOptions options) const {
+    if (m_options.rerotate) throw Error("KvCache::fork: a re-rotated cache is not a prefill to share");
+    KvCache out(*this);
+    out.m_options = options;
+    for (Layer& L : out.m_layers) {
+        if (L.k.defined()) {
+            L.k = L.k.narrow(1, 0, L.used).clone();
+            L.v = L.v.narrow(1, 0, L.used).clone();
+        }
+        if (L.valid.defined()) L.valid = L.valid.narrow(1, 0, L.used).clone();
+        if (options.rerotate) L.rot = L.pos;  // every key was rotated at its true position
+        L.indexCache = Entries{};
+        L.indexIdentity = L.indexValid = false;
+    }
+    return out;
+}
+
 void KvCache::clear() {
     m_seqLen = 0;
     for (auto& L : m_layers) {

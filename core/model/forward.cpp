@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/model/model_impl.h"
+#include "core/model/row_linear.h"
 
 namespace kvlens {
 namespace {
@@ -16,10 +17,6 @@ at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
     at::Tensor xf = x.to(at::kFloat);
     at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
     return weight * normed.to(x.scalar_type());
-}
-
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-    return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
 }
 
 // [n, H*D] -> [H, n, D]
@@ -100,75 +97,116 @@ bool wantsCapture(const ForwardOptions& o, int64_t layer) {
 }  // namespace
 
 ForwardResult Model::forward(const std::vector<int64_t>& tokens, KvCache& cache, const ForwardOptions& opt) const {
+    return std::move(forward(std::vector<Segment>{Segment{&tokens, &cache, &opt}}).front());
+}
+
+std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) const {
     const ModelConfig& c = m->cfg;
     const Weights& w = m->w;
-    const int64_t n = static_cast<int64_t>(tokens.size());
-    if (n == 0) throw ArgumentError("forward: no tokens");
-    for (int64_t t : tokens)
-        if (t < 0 || t >= c.vocabSize)
-            throw ArgumentError("token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                                std::to_string(c.vocabSize) + ")");
-    const int64_t pos0 = cache.seqLen();
-    if (c.family == Family::Gpt2 && pos0 + n > c.maxPositions)
-        throw ArgumentError("gpt2 has learned positions for " + std::to_string(c.maxPositions) +
-                            " tokens; this run needs " + std::to_string(pos0 + n));
+    const size_t R = segments.size();
+    if (R == 0) throw ArgumentError("forward: no segments");
+    // Rows of segment r: [first[r], first[r] + count[r]) of the stacked input.
+    std::vector<int64_t> first(R), count(R), pos0(R), ids, positions;
+    int64_t rows = 0;
+    for (size_t r = 0; r < R; ++r) {
+        const Segment& seg = segments[r];
+        const int64_t n = static_cast<int64_t>(seg.tokens->size());
+        if (n == 0) throw ArgumentError("forward: no tokens");
+        for (int64_t t : *seg.tokens)
+            if (t < 0 || t >= c.vocabSize)
+                throw ArgumentError("token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                                    std::to_string(c.vocabSize) + ")");
+        pos0[r] = seg.cache->seqLen();
+        if (c.family == Family::Gpt2 && pos0[r] + n > c.maxPositions)
+            throw ArgumentError("gpt2 has learned positions for " + std::to_string(c.maxPositions) +
+                                " tokens; this run needs " + std::to_string(pos0[r] + n));
+        first[r] = rows;
+        count[r] = n;
+        rows += n;
+        ids.insert(ids.end(), seg.tokens->begin(), seg.tokens->end());
+        for (int64_t i = 0; i < n; ++i) positions.push_back(pos0[r] + i);
+    }
     auto longOpts = at::TensorOptions().dtype(at::kLong).device(m->device);
-    at::Tensor ids = at::tensor(tokens, at::TensorOptions().dtype(at::kLong)).to(m->device);
-    at::Tensor x = at::embedding(w.embed, ids);  // [n, E]
-    if (w.posEmbed.defined()) x = x + at::embedding(w.posEmbed, at::arange(pos0, pos0 + n, longOpts));
+    auto onDevice = [&](const std::vector<int64_t>& v) { return at::tensor(v, at::TensorOptions().dtype(at::kLong)).to(m->device); };
+    at::Tensor x = at::embedding(w.embed, onDevice(ids));  // [rows, E]
+    if (w.posEmbed.defined()) x = x + at::embedding(w.posEmbed, onDevice(positions));
 
-    ForwardResult result;
-    result.attention.resize(c.numLayers);
+    std::vector<ForwardResult> results(R);
+    for (auto& res : results) res.attention.resize(c.numLayers);
     const bool gpt2 = c.family == Family::Gpt2;
-    Rope::Angles angles;
-    int64_t anglesStart = -1;
+    // Rotary angles per segment, computed once per distinct start (every
+    // layer rotates from the same position unless re-rotation moved some).
+    std::vector<Rope::Angles> angles(R);
+    std::vector<int64_t> anglesStart(R, -1);
+    std::vector<at::Tensor> outputs(R);
     for (int64_t l = 0; l < c.numLayers; ++l) {
         const LayerWeights& lw = w.layers[l];
         at::Tensor h = gpt2 ? at::layer_norm(x, {c.hiddenSize}, lw.attnNorm, lw.attnNormBias, c.normEps)
                             : rmsNorm(x, lw.attnNorm, c.normEps);
-        at::Tensor q = splitHeads(linear(h, lw.wq, lw.bq), c.numHeads, c.headDim);
-        at::Tensor k = splitHeads(linear(h, lw.wk, lw.bk), c.numKvHeads, c.headDim);
-        at::Tensor v = splitHeads(linear(h, lw.wv, lw.bv), c.numKvHeads, c.headDim);
-        if (c.qkNorm) {
-            q = rmsNorm(q, lw.qNorm, c.normEps);
-            k = rmsNorm(k, lw.kNorm, c.normEps);
-        }
-        if (m->rope) {
-            // Every layer rotates from the same position unless re-rotation
-            // moved some: the angles are computed once per distinct start.
-            const int64_t r0 = cache.rotaryPosition(l);
-            if (!angles.cos.defined() || r0 != anglesStart) {
-                angles = m->rope->angles(at::arange(r0, r0 + n, longOpts));
-                anglesStart = r0;
+        const at::Tensor qAll = rowLinear(h, lw.wq, lw.bq), kAll = rowLinear(h, lw.wk, lw.bk),
+                         vAll = rowLinear(h, lw.wv, lw.bv);
+        for (size_t r = 0; r < R; ++r) {
+            const Segment& seg = segments[r];
+            const ForwardOptions& opt = *seg.options;
+            KvCache& cache = *seg.cache;
+            const int64_t n = count[r];
+            at::Tensor q = splitHeads(qAll.narrow(0, first[r], n), c.numHeads, c.headDim);
+            at::Tensor k = splitHeads(kAll.narrow(0, first[r], n), c.numKvHeads, c.headDim);
+            at::Tensor v = splitHeads(vAll.narrow(0, first[r], n), c.numKvHeads, c.headDim);
+            if (c.qkNorm) {
+                q = rmsNorm(q, lw.qNorm, c.normEps);
+                k = rmsNorm(k, lw.kNorm, c.normEps);
             }
-            q = Rope::apply(q, angles);
-            k = Rope::apply(k, angles);
+            if (m->rope) {
+                const int64_t r0 = cache.rotaryPosition(l);
+                if (!angles[r].cos.defined() || r0 != anglesStart[r]) {
+                    angles[r] = m->rope->angles(at::arange(r0, r0 + n, longOpts));
+                    anglesStart[r] = r0;
+                }
+                q = Rope::apply(q, angles[r]);
+                k = Rope::apply(k, angles[r]);
+            }
+            AttentionInput in{q, cache.append(l, k, v), at::Tensor(), pos0[r], c.slidingWindow};
+            if (!opt.band.empty()) in.band = &opt.band.at(static_cast<size_t>(l));
+            if ((c.slidingWindow && pos0[r] + n > *c.slidingWindow) || in.band) in.keyPositions = cache.positionTensor(l);
+            at::Tensor probs;
+            const bool keep = wantsCapture(opt, l);
+            at::Tensor o = attend(in, keep || opt.observer ? &probs : nullptr);  // [Hq, n, D]
+            if (keep) results[r].attention[l] = probs;
+            if (opt.observer) opt.observer(l, LayerCapture{probs, q, o});
+            outputs[r] = o.transpose(0, 1).reshape({n, c.numHeads * c.headDim});
         }
-        AttentionInput in{q, cache.append(l, k, v), at::Tensor(), pos0, c.slidingWindow};
-        if (!opt.band.empty()) in.band = &opt.band.at(static_cast<size_t>(l));
-        if ((c.slidingWindow && pos0 + n > *c.slidingWindow) || in.band) in.keyPositions = cache.positionTensor(l);
-        at::Tensor probs;
-        const bool keep = wantsCapture(opt, l);
-        at::Tensor o = attend(in, keep || opt.observer ? &probs : nullptr);  // [Hq, n, D]
-        if (keep) result.attention[l] = probs;
-        if (opt.observer) opt.observer(l, LayerCapture{probs, q, o});
-        x = x + linear(o.transpose(0, 1).reshape({n, c.numHeads * c.headDim}), lw.wo, lw.bo);
+        x = x + rowLinear(R == 1 ? outputs[0] : at::cat(outputs, 0), lw.wo, lw.bo);
 
         if (gpt2) {
             h = at::layer_norm(x, {c.hiddenSize}, lw.mlpNorm, lw.mlpNormBias, c.normEps);
             const char* approx = c.activation == "gelu" ? "none" : "tanh";
-            x = x + linear(at::gelu(linear(h, lw.wUp, lw.bUp), approx), lw.wDown, lw.bDown);
+            x = x + rowLinear(at::gelu(rowLinear(h, lw.wUp, lw.bUp), approx), lw.wDown, lw.bDown);
         } else {
             h = rmsNorm(x, lw.mlpNorm, c.normEps);
-            x = x + at::linear(at::silu(at::linear(h, lw.wGate)) * at::linear(h, lw.wUp), lw.wDown);
+            x = x + rowLinear(at::silu(rowLinear(h, lw.wGate)) * rowLinear(h, lw.wUp), lw.wDown);
         }
     }
-    cache.advance(n);
-    if (opt.lastLogitsOnly) x = x.narrow(0, n - 1, 1);
+    // The head reads only the rows whose logits are wanted (a prompt's last
+    // one when lastLogitsOnly: prompts × large vocabularies are big).
+    std::vector<int64_t> headRows;
+    for (size_t r = 0; r < R; ++r) {
+        segments[r].cache->advance(count[r]);
+        const int64_t from = segments[r].options->lastLogitsOnly ? first[r] + count[r] - 1 : first[r];
+        for (int64_t i = from; i < first[r] + count[r]; ++i) headRows.push_back(i);
+    }
+    if (static_cast<int64_t>(headRows.size()) < rows)
+        x = headRows.size() == 1 ? x.narrow(0, headRows[0], 1) : x.index_select(0, onDevice(headRows));
     x = gpt2 ? at::layer_norm(x, {c.hiddenSize}, w.finalNorm, w.finalNormBias, c.normEps)
              : rmsNorm(x, w.finalNorm, c.normEps);
-    result.logits = at::linear(x, w.lmHead).to(at::kFloat);
-    return result;
+    const at::Tensor logits = rowLinear(x, w.lmHead).to(at::kFloat);
+    int64_t offset = 0;
+    for (size_t r = 0; r < R; ++r) {
+        const int64_t n = segments[r].options->lastLogitsOnly ? 1 : count[r];
+        results[r].logits = R == 1 ? logits : logits.narrow(0, offset, n);
+        offset += n;
+    }
+    return results;
 }
 
 }  // namespace kvlens

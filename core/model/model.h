@@ -67,6 +67,19 @@ public:
     KvCache newCache(CacheOptions options = {}) const;
     ForwardResult forward(const std::vector<int64_t>& tokens, KvCache& cache, const ForwardOptions& options = {}) const;
 
+    // Several runs' tokens in one forward (the lockstep Session's decode
+    // step): every projection and the MLP are computed once over all rows,
+    // so the weights are read once a step; attention is each segment's own,
+    // over its own cache, with its own options. The results are those of
+    // forward() per segment (bit for bit while the rows stay within
+    // rowLinear's streamed kernel, core/model/row_linear.h).
+    struct Segment {
+        const std::vector<int64_t>* tokens = nullptr;
+        KvCache* cache = nullptr;
+        const ForwardOptions* options = nullptr;
+    };
+    std::vector<ForwardResult> forward(const std::vector<Segment>& segments) const;
+
     struct Impl;
 
 private:

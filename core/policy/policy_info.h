@@ -9,7 +9,13 @@
 
 namespace kvlens {
 
-enum class Schedule { EveryStep, PrefillOnce, EveryN };
+// EveryStep: strict online, trimmed after every token, the prompt included.
+// PrefillOnce: the prompt read with full attention, compressed once.
+// EveryN: as EveryStep, trimming every n tokens.
+// PrefillThenStep: as PrefillOnce for the prompt (scores from the prefill's
+// attention), then trimmed after every decode step: what the H2O (real
+// drop) and TOVA reference implementations run.
+enum class Schedule { EveryStep, PrefillOnce, EveryN, PrefillThenStep };
 enum class GqaReduce { Mean, Max, Sum };
 
 const char* scheduleName(Schedule s);

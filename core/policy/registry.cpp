@@ -45,8 +45,9 @@ struct CommonDefaults {
 // Appends the parameters shared by every policy: when it acts, how GQA
 // groups reduce, and the allocators that compose with any scorer.
 std::vector<ParamSpec> withCommon(std::vector<ParamSpec> own, const CommonDefaults& d) {
-    own.push_back(choiceParam("schedule", d.schedule, {"every_step", "prefill_once", "every_n"},
-                              "when the policy trims: every token, once after the prompt, or every n tokens"));
+    own.push_back(choiceParam("schedule", d.schedule, {"every_step", "prefill_once", "every_n", "prefill_then_step"},
+                              "when the policy trims: every token, once after the prompt, every n tokens, or once "
+                              "after the prompt and then every decode step"));
     own.push_back(intParam("n", "1", 1, kMaxTokens, "trim every n tokens (schedule=every_n)"));
     own.push_back(choiceParam("gqa", "mean", {"mean", "max", "sum"},
                               "how the query heads of a KV group combine their scores"));
@@ -78,8 +79,8 @@ PolicyInfo info(std::string id, std::string name, std::string ref, std::string s
 }
 
 std::vector<PolicyInfo> buildRegistry() {
-    const auto every = Schedule::EveryStep, prefill = Schedule::PrefillOnce;
-    const CommonDefaults onEvery{"every_step"}, onPrefill{"prefill_once"};
+    const auto every = Schedule::EveryStep, prefill = Schedule::PrefillOnce, prefillThenStep = Schedule::PrefillThenStep;
+    const CommonDefaults onEvery{"every_step"}, onPrefill{"prefill_once"}, onPrefillThenStep{"prefill_then_step"};
     const auto sinks = intParam("sinks", "4", 0, kMaxTokens, "attention sinks: the first S tokens, always kept");
     const auto tau = realParam("tau", "1", 0, 1e6, "a key is used when its attention is at least tau/n");
     return {
@@ -100,12 +101,12 @@ std::vector<PolicyInfo> buildRegistry() {
         info("lfu", "LFU", "least frequently used", "keep the B keys used most often (attention >= tau/n)", every,
              true, withCommon({tau}, onEvery)),
         info("h2o", "H2O", "Zhang et al., NeurIPS 2023, FMInference/H2O",
-             "keep the last `recent` tokens + the top heavy hitters by accumulated attention", every, true,
+             "keep the last `recent` tokens + the top heavy hitters by accumulated attention", prefillThenStep, true,
              withCommon({intParam("recent", "B/2", 0, kMaxTokens, "recent tokens always kept (default B/2)")},
-                        onEvery)),
+                        onPrefillThenStep)),
         info("tova", "TOVA", "Oren et al. 2024, schwartz-lab-NLP/TOVA",
-             "keep the top B by the current query's attention, averaged over all heads; one set per layer", every,
-             true, withCommon({}, onEvery)),
+             "keep the top B by the current query's attention, averaged over all heads; one set per layer",
+             prefillThenStep, true, withCommon({}, onPrefillThenStep)),
         info("snapkv", "SnapKV", "Li et al. 2024, FasterDecoding/SnapKV",
              "pooled attention of the last W prompt queries; keep the top B-W + the window", prefill, false,
              withCommon(snapParams(), onPrefill)),
@@ -238,6 +239,7 @@ std::vector<std::pair<std::string, std::string>> splitAssignments(const std::str
 Schedule scheduleFromName(const std::string& s) {
     if (s == "prefill_once") return Schedule::PrefillOnce;
     if (s == "every_n") return Schedule::EveryN;
+    if (s == "prefill_then_step") return Schedule::PrefillThenStep;
     return Schedule::EveryStep;
 }
 
@@ -254,6 +256,7 @@ const char* scheduleName(Schedule s) {
     case Schedule::EveryStep: return "every_step";
     case Schedule::PrefillOnce: return "prefill_once";
     case Schedule::EveryN: return "every_n";
+    case Schedule::PrefillThenStep: return "prefill_then_step";
     }
     return "every_step";
 }

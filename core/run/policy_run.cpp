@@ -90,22 +90,22 @@ LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
     s.numLayers = c.numLayers;
     s.numHeads = c.numHeads;
     s.numKvHeads = c.numKvHeads;
-    s.cache = &m_cache;
+    s.cache = &readCache();
     s.device = m_model.device();
     if (m_policy && m_policy->info().usesKeys) {
-        KvCache::Entries e = m_cache.entries(layer);
+        KvCache::Entries e = readCache().entries(layer);
         s.keys = e.k;
         s.values = e.v;
         s.valid = e.valid;
     } else {
-        s.valid = m_cache.entryValid(layer);
+        s.valid = readCache().entryValid(layer);
     }
     // Copied into the buffers the previous plan's positions left (record()
     // hands them back): a step allocates nothing for them.
     s.positions = std::move(m_sparePositions);
     s.positions.resize(static_cast<size_t>(c.numKvHeads));
     for (int64_t h = 0; h < c.numKvHeads; ++h) {
-        const std::vector<int64_t>& held = m_cache.positions(layer, h);
+        const std::vector<int64_t>& held = readCache().positions(layer, h);
         s.positions[h].assign(held.begin(), held.end());
     }
     s.budget = m_budgets.perLayer[layer];
@@ -131,16 +131,16 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
         // Re-ordered for the policy alone: its cost, like observe's.
         std::optional<ScopeTimer> timer;
         if (!captureHere) timer.emplace(m_policySeconds);
-        probs = m_cache.byEntry(layer, cap.probs);
+        probs = readCache().byEntry(layer, cap.probs);
     }
     if (isFull()) {
         // The full cache holds every position in order: entry index = position.
         // Only the latest query's row is kept (reordering all n rows of a
         // long prompt would copy the whole attention matrix).
-        m_lastAttention[layer] = (needProbs ? probs.select(1, n - 1) : m_cache.byEntry(layer, cap.probs.narrow(1, n - 1, 1)).select(1, 0)).contiguous();
+        m_lastAttention[layer] = (needProbs ? probs.select(1, n - 1) : readCache().byEntry(layer, cap.probs.narrow(1, n - 1, 1)).select(1, 0)).contiguous();
     }
     if (captureHere) {
-        const auto& pos = m_cache.positions(layer, m_capture.head / G);
+        const auto& pos = readCache().positions(layer, m_capture.head / G);
         at::Tensor rows = probs[m_capture.head].to(at::kCPU).contiguous();  // [n, L]
         const float* p = rows.data_ptr<float>();
         const int64_t L = rows.size(1);
@@ -161,22 +161,36 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
     }
 }
 
-void PolicyRun::forward(const std::vector<int64_t>& tokens) {
+Model::Segment PolicyRun::beginForward(const std::vector<int64_t>& tokens) {
     const int64_t first = m_cache.seqLen();
-    std::vector<int64_t> positions;
-    for (size_t i = 0; i < tokens.size(); ++i) positions.push_back(first + static_cast<int64_t>(i));
+    m_pending.tokens = tokens;
+    m_pending.positions.resize(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) m_pending.positions[i] = first + static_cast<int64_t>(i);
     for (auto& layer : m_track)
         for (auto& h : layer) {
             h.status.resize(first + tokens.size(), TokenStatus::Held);
             h.score.resize(first + tokens.size(), kNoScore);
             h.rank.resize(first + tokens.size(), -1);
         }
-    ForwardOptions fo;
+    ForwardOptions& fo = m_pending.options;
     fo.lastLogitsOnly = true;
     fo.band = m_band;
-    fo.observer = [&](int64_t layer, const LayerCapture& cap) { observeLayer(layer, cap, positions); };
-    m_logits = m_model.forward(tokens, m_cache, fo).logits[0];
-    m_sinceTrim += static_cast<int64_t>(tokens.size());
+    if (!fo.observer)
+        fo.observer = [this](int64_t layer, const LayerCapture& cap) {
+        observeLayer(layer, cap, m_pending.positions);
+        for (PolicyRun* f : m_followers) f->observeLayer(layer, cap, m_pending.positions);
+    };
+    return Model::Segment{&m_pending.tokens, &m_cache, &m_pending.options};
+}
+
+void PolicyRun::finishForward(ForwardResult&& result) {
+    m_logits = result.logits[0];
+    m_sinceTrim += static_cast<int64_t>(m_pending.tokens.size());
+}
+
+void PolicyRun::forward(const std::vector<int64_t>& tokens) {
+    const Model::Segment segment = beginForward(tokens);
+    finishForward(std::move(m_model.forward({segment}).front()));
 }
 
 void PolicyRun::forwardBatched(const std::vector<int64_t>& tokens, const std::function<void()>& checkCancel) {
@@ -207,6 +221,7 @@ bool PolicyRun::trimDue() const {
         case Schedule::EveryStep: return true;
         case Schedule::EveryN: return m_sinceTrim >= m_config.everyN;
         case Schedule::PrefillOnce: return false;
+        case Schedule::PrefillThenStep: return true;
     }
     return false;
 }
@@ -294,6 +309,12 @@ void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::functi
     if (!m_policy || m_config.schedule == Schedule::PrefillOnce) {
         forwardBatched(prompt, checkCancel);
         if (m_policy && m_budgets.compress) trim();
+    } else if (m_config.schedule == Schedule::PrefillThenStep) {
+        // Full attention over the prompt, the policy scoring what the
+        // prefill attended (H2O: summed over every prompt query; TOVA: the
+        // last query's row), one compression to B; decode steps then trim.
+        forwardBatched(prompt, checkCancel);
+        trim();
     } else if (std::vector<PositionBand> band = prefillBand(); !band.empty()) {
         // Window/streaming: online reading keeps a band of positions, so one
         // batch under the band's mask, then one trim, gives the same cache.
@@ -318,8 +339,55 @@ void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::functi
     m_promptDone = true;
 }
 
+bool PolicyRun::sharesPrefill() const {
+    return m_policy && !m_cache.rerotate() &&
+           (m_config.schedule == Schedule::PrefillOnce || m_config.schedule == Schedule::PrefillThenStep);
+}
+
+void PolicyRun::readPromptSharing(const std::vector<int64_t>& prompt, const std::vector<PolicyRun*>& followers,
+                                  const std::function<void()>& checkCancel) {
+    if (m_policy) throw Error("PolicyRun::readPromptSharing: only the full cache leads a shared prefill");
+    const int64_t T = static_cast<int64_t>(prompt.size());
+    for (PolicyRun* f : followers) {
+        if (!f->sharesPrefill() || f->m_cache.seqLen() != 0)
+            throw Error("PolicyRun::readPromptSharing: " + f->m_config.label() + " cannot follow a shared prefill");
+        f->m_leader = this;
+        for (auto& layer : f->m_track)
+            for (auto& h : layer) {
+                h.status.assign(static_cast<size_t>(T), TokenStatus::Held);
+                h.score.assign(static_cast<size_t>(T), kNoScore);
+                h.rank.assign(static_cast<size_t>(T), -1);
+            }
+    }
+    m_followers = followers;
+    try {
+        readPrompt(prompt, checkCancel);
+    } catch (...) {
+        m_followers.clear();
+        for (PolicyRun* f : followers) f->m_leader = nullptr;
+        throw;
+    }
+    m_followers.clear();
+    for (PolicyRun* f : followers) {
+        f->m_logits = m_logits;
+        f->m_sinceTrim += T;
+    }
+}
+
+void PolicyRun::finishSharedPrompt() {
+    if (!m_leader) throw Error("PolicyRun::finishSharedPrompt: no shared prefill was read");
+    m_cache = m_leader->m_cache.fork(CacheOptions{m_cache.rerotate()});
+    m_leader = nullptr;
+    for (LayerState& s : m_observed)
+        if (s.seqLen > 0) s.cache = &m_cache;  // observed over the leader's cache: the same layout
+    if (m_budgets.compress || m_config.schedule == Schedule::PrefillThenStep) trim();
+    forgetObserved();
+    m_promptDone = true;
+}
+
 bool PolicyRun::readsPromptTokenByToken() const {
-    return m_policy && m_config.schedule != Schedule::PrefillOnce && prefillBand().empty();
+    return m_policy && m_config.schedule != Schedule::PrefillOnce && m_config.schedule != Schedule::PrefillThenStep &&
+           prefillBand().empty();
 }
 
 std::vector<PositionBand> PolicyRun::prefillBand() const {
@@ -336,8 +404,12 @@ bool PolicyRun::bandShows(int64_t layer, int64_t key, int64_t query) const {
     return key < b.sinks || key >= query - b.window;
 }
 
-void PolicyRun::readToken(int64_t token) {
-    forward({token});
+void PolicyRun::readToken(int64_t token) { endToken(std::move(m_model.forward({beginToken(token)}).front())); }
+
+Model::Segment PolicyRun::beginToken(int64_t token) { return beginForward({token}); }
+
+void PolicyRun::endToken(ForwardResult&& result) {
+    finishForward(std::move(result));
     if (m_promptDone && trimDue()) trim();
     forgetObserved();
 }

@@ -11,14 +11,13 @@
 #include <vector>
 
 #include "core/cache/kv_cache.h"
+#include "core/model/model.h"
 #include "core/policy/budget.h"
 #include "core/policy/policy.h"
 #include "core/run/trace.h"
 
 namespace kvlens {
 
-class Model;
-struct LayerCapture;
 
 struct CaptureTarget {
     bool enabled = false;
@@ -46,8 +45,24 @@ public:
     bool readsPromptTokenByToken() const;
     // Reads the prompt with this run's schedule; `checkCancel` runs between tokens.
     void readPrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel);
+
+    // One shared prefill (issue 17): the full run reads the prompt once for
+    // itself and for every run whose schedule reads it with full attention
+    // (prefill_once, prefill_then_step; not re-rotated): those observe the
+    // same forward — their policies score what it attended — and then fork
+    // the cache and compress it (finishSharedPrompt). The results are those
+    // of each run reading the prompt alone, bit for bit.
+    bool sharesPrefill() const;
+    void readPromptSharing(const std::vector<int64_t>& prompt, const std::vector<PolicyRun*>& followers,
+                           const std::function<void()>& checkCancel);
+    void finishSharedPrompt();
     // Reads one more token (a decode step), trimming when the schedule says.
     void readToken(int64_t token);
+    // readToken in two halves, so that a Session reads every run's token in
+    // one batched forward (Model::forward(segments)): the segment to run,
+    // then its result. readToken(t) is endToken(forward(beginToken(t))).
+    Model::Segment beginToken(int64_t token);
+    void endToken(ForwardResult&& result);
 
     const at::Tensor& logits() const { return m_logits; }  // [V] fp32: prediction after the last token read
     // Empty while the logits are finite; otherwise one sentence saying they
@@ -83,6 +98,8 @@ private:
         at::Tensor scores;                            // [Hkv, L] fp32 on the CPU, or undefined
     };
     void forward(const std::vector<int64_t>& tokens);
+    Model::Segment beginForward(const std::vector<int64_t>& tokens);
+    void finishForward(ForwardResult&& result);
     // The same in chunks that bound the attention matrix held at once.
     void forwardBatched(const std::vector<int64_t>& tokens, const std::function<void()>& checkCancel);
     void observeLayer(int64_t layer, const LayerCapture& cap, const std::vector<int64_t>& positions);
@@ -113,6 +130,13 @@ private:
     int64_t m_prefillChunk = 0;
     double m_policySeconds = 0;
     std::vector<PositionBand> m_band;  // in force while a prompt is read in one banded batch
+    const PolicyRun* m_leader = nullptr;  // while following a shared prefill: the run whose cache is read
+    std::vector<PolicyRun*> m_followers;  // while leading one
+    const KvCache& readCache() const { return m_leader ? m_leader->m_cache : m_cache; }
+    struct Pending {                   // the forward begun and not yet finished
+        std::vector<int64_t> tokens, positions;
+        ForwardOptions options;
+    } m_pending;
     CaptureTarget m_capture;
     at::Tensor m_logits;
     std::vector<at::Tensor> m_lastOutputs, m_lastAttention;

@@ -156,8 +156,27 @@ std::shared_ptr<const Trace> Session::Impl::start() {
     // 128: 0.83 -> 0.73 ms per step; bench, 1 thread).
     c10::InferenceMode inference;
     checkCancel();
-    eachRun([&](size_t r, const std::function<void()>& check) { runs[r]->readPrompt(opt.prompt, check); },
-            promptOrder());
+    // One shared prefill: the full run reads the prompt for itself and every
+    // run that reads it with full attention (PolicyRun::readPromptSharing);
+    // the others read it their own way alongside; then the followers fork
+    // the full cache and compress it, in parallel.
+    std::vector<PolicyRun*> followers;
+    for (size_t r = 1; r < runs.size(); ++r)
+        if (runs[r]->sharesPrefill()) followers.push_back(runs[r].get());
+    auto follows = [&](size_t r) { return std::find(followers.begin(), followers.end(), runs[r].get()) != followers.end(); };
+    eachRun(
+        [&](size_t r, const std::function<void()>& check) {
+            if (r == 0)
+                runs[0]->readPromptSharing(opt.prompt, followers, check);
+            else if (!follows(r))
+                runs[r]->readPrompt(opt.prompt, check);
+        },
+        promptOrder());
+    eachRun([&](size_t r, const std::function<void()>& check) {
+        if (r == 0 || !follows(r)) return;
+        check();
+        runs[r]->finishSharedPrompt();
+    });
     tokens = opt.prompt;
     appendLabels(opt.prompt);
     started = true;
@@ -186,10 +205,21 @@ std::shared_ptr<const Trace> Session::Impl::step() {
             if (failure[r].empty()) next[r] = samplers[r].next(runs[r]->logits());
     }
     checkCancel();
+    // One batched forward for every run still going: the weights are read
+    // once a step, each run attends over its own cache (Model::forward(segments)).
+    std::vector<Model::Segment> segments;
+    std::vector<size_t> slot(R, R);
+    for (size_t r = 0; r < R; ++r)
+        if (failure[r].empty()) {  // a stopped run reads nothing more
+            slot[r] = segments.size();
+            segments.push_back(runs[r]->beginToken(next[r]));
+        }
+    std::vector<ForwardResult> results = model->forward(segments);
+    // What each run's policy does with its token (trims) runs in parallel.
     eachRun([&](size_t r, const std::function<void()>& check) {
-        if (!failure[r].empty()) return;  // a stopped run reads nothing more
+        if (slot[r] == R) return;
         check();
-        runs[r]->readToken(next[r]);
+        runs[r]->endToken(std::move(results[slot[r]]));
         generated[r].push_back(next[r]);
     });
     tokens.push_back(next[0]);

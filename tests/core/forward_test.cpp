@@ -75,6 +75,7 @@ protected:
     void DecodeAndSplitPrefillMatchPrefill();
     void LongDecodeMatchesNaive();
     void CapturedAttentionMatchesNaive();
+    void BatchedSegmentsMatchOneRunAtATime();
     const Built& b() const { return built(GetParam()); }
     const Model& model() const { return *b().model; }
     const TestModel& tm() const { return b().tm; }
@@ -208,6 +209,41 @@ void ForwardFamily::CapturedAttentionMatchesNaive() {
         EXPECT_NEAR(row[k].item<double>(), ref.attention[L - 1][0][kPromptLen - 1][k], kProbTol) << "key " << k;
 }
 
+// (6) The lockstep Session's batched forward: four runs at different
+// lengths (one re-rotated), one token each but one of three tokens, in one
+// call, give each run's own forward() logits (within 1e-5 relative; bit
+// for bit on the CPU, where the few-row products are the same kernel), and
+// leave caches from which the next steps agree too.
+void ForwardFamily::BatchedSegmentsMatchOneRunAtATime() {
+    const std::vector<int64_t> lengths{12, 5, 9, 1};
+    auto caches = [&] {
+        std::vector<KvCache> out;
+        for (size_t r = 0; r < lengths.size(); ++r) {
+            out.push_back(model().newCache(CacheOptions{/*rerotate=*/r == 2 && model().config().usesRope()}));
+            model().forward(tokens(lengths[r], 30 + r), out.back());
+        }
+        return out;
+    };
+    std::vector<KvCache> alone = caches(), batched = caches();
+    for (int step = 0; step < 2; ++step) {
+        std::vector<std::vector<int64_t>> next{{3}, {5}, tokens(3, 40 + step), {7}};
+        std::vector<ForwardOptions> opts(4);
+        opts[0].lastLogitsOnly = opts[1].lastLogitsOnly = true;  // run 2 asks for all three rows
+        std::vector<Model::Segment> segments;
+        for (size_t r = 0; r < next.size(); ++r) segments.push_back({&next[r], &batched[r], &opts[r]});
+        const std::vector<ForwardResult> together = model().forward(segments);
+        ASSERT_EQ(together.size(), next.size());
+        for (size_t r = 0; r < next.size(); ++r) {
+            const at::Tensor own = model().forward(next[r], alone[r], opts[r]).logits;
+            ASSERT_EQ(together[r].logits.sizes(), own.sizes()) << "run " << r;
+            const double scale = std::max(1.0, own.abs().max().item<double>());
+            EXPECT_LE((together[r].logits - own).abs().max().item<double>(), 1e-5 * scale) << "run " << r << " step " << step;
+            EXPECT_TRUE(at::equal(together[r].logits.argmax(-1), own.argmax(-1))) << "run " << r;
+            EXPECT_EQ(batched[r].seqLen(), alone[r].seqLen());
+        }
+    }
+}
+
 std::vector<std::string> variantNames() {
     std::vector<std::string> out;
     for (const auto& v : standardVariants()) out.push_back(v.name);
@@ -236,6 +272,10 @@ TEST_P(ForwardFamily, MatchesNaiveReference) {
     {
         SCOPED_TRACE("CapturedAttentionMatchesNaive");
         CapturedAttentionMatchesNaive();
+    }
+    {
+        SCOPED_TRACE("BatchedSegmentsMatchOneRunAtATime");
+        BatchedSegmentsMatchOneRunAtATime();
     }
 }
 

@@ -54,8 +54,11 @@ TEST(Registry, ParametersAndDefaultsFollowPoliciesMd) {
             EXPECT_NO_THROW(param(info.id, common)) << info.id << " lacks " << common;
     EXPECT_EQ(findPolicy("snapkv").defaultSchedule, Schedule::PrefillOnce);
     EXPECT_EQ(findPolicy("knorm").defaultSchedule, Schedule::PrefillOnce);
-    EXPECT_EQ(findPolicy("h2o").defaultSchedule, Schedule::EveryStep);
-    EXPECT_EQ(findPolicy("tova").defaultSchedule, Schedule::EveryStep);
+    // POLICIES.md's prefill_then_step is what the H2O (real drop) and TOVA
+    // reference implementations run: their default here (issue 17).
+    EXPECT_EQ(findPolicy("h2o").defaultSchedule, Schedule::PrefillThenStep);
+    EXPECT_EQ(findPolicy("tova").defaultSchedule, Schedule::PrefillThenStep);
+    EXPECT_EQ(parsePolicySpec("h2o:schedule=every_step").schedule, Schedule::EveryStep);
     EXPECT_EQ(parsePolicySpec("snapkv").schedule, Schedule::PrefillOnce);
     EXPECT_EQ(parsePolicySpec("lru").schedule, Schedule::EveryStep);
 }

@@ -170,3 +170,34 @@ TEST(Session, BandedPromptEqualsTokenByTokenReading) {
         EXPECT_GT(hidden, static_cast<int>(a.size * (a.size + 1) / 2)) << "evicted keys are hidden, not just future ones";
     }
 }
+
+// prefill_then_step (POLICIES.md; the H2O real-drop and TOVA references):
+// the prompt compressed once from the full prefill's attention — the same
+// kept set as prefill_once, which scores the same prefill — then one token
+// evicted after every decode step, so the cache stays at B where
+// prefill_once grows. The trace says which schedule ran.
+TEST(Session, PrefillThenStepCompressesLikePrefillOnceThenTrimsEveryStep) {
+    for (const char* id : {"h2o", "tova"}) {
+        SCOPED_TRACE(id);
+        const std::string p = id;
+        Session s(tinyModel(), baseOptions({p + ":schedule=prefill_then_step", p + ":schedule=prefill_once",
+                                            p + ":schedule=every_step"}, "12"));
+        auto t = s.start();
+        const PolicyTrace &then = t->policies[1], &once = t->policies[2], &online = t->policies[3];
+        EXPECT_EQ(then.schedule, "prefill_then_step");
+        EXPECT_EQ(once.schedule, "prefill_once");
+        bool differsFromOnline = false;
+        for (size_t l = 0; l < then.layers.size(); ++l)
+            for (size_t h = 0; h < then.layers[l].heads.size(); ++h) {
+                EXPECT_EQ(then.layers[l].heads[h].status, once.layers[l].heads[h].status) << "layer " << l << " head " << h;
+                EXPECT_EQ(then.layers[l].heads[h].held, 12);
+                differsFromOnline = differsFromOnline || then.layers[l].heads[h].status != online.layers[l].heads[h].status;
+            }
+        EXPECT_TRUE(differsFromOnline) << "the prefill's scores should keep another set than online reading";
+        for (int i = 0; i < 5; ++i) t = s.step();
+        for (const auto& layer : t->policies[1].layers)
+            for (const auto& head : layer.heads) EXPECT_EQ(head.held, 12);
+        for (const auto& layer : t->policies[2].layers)
+            for (const auto& head : layer.heads) EXPECT_EQ(head.held, 17);
+    }
+}

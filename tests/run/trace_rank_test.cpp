@@ -76,7 +76,7 @@ TEST(TraceRanks, EveryStepEvictionRanksTheWorstCandidateLast) {
     // trim sees 17 entries, 8 protected by recency, 9 ranked; the evicted one
     // is their worst, so exactly 8 scored entries ranked above it.
     const int64_t T = 60;
-    const PromptTrace r = traceAfterPrompt("h2o", "16", T, 6);
+    const PromptTrace r = traceAfterPrompt("h2o:schedule=every_step", "16", T, 6);
     int64_t evicted = 0;
     for (const auto& layer : r.trace.layers)
         for (const auto& head : layer.heads) {

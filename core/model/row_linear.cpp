@@ -1,0 +1,111 @@
+#include "core/model/row_linear.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <immintrin.h>
+
+#include <utility>
+
+namespace kvlens {
+namespace {
+
+using Block = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t);
+
+// out[r, o] = Σ_i x[r, i] · w[o, i] for output rows [begin, end): each weight
+// row is loaded once and multiplied into R accumulators (one per input row)
+// while the R input rows stay in L1, so a step streams the weights from
+// memory once whatever R is. AVX2+FMA and AVX-512 variants; other CPUs use
+// at::linear.
+template <int R>
+__attribute__((target("avx2,fma"))) void blockAvx2(const float* x, const float* w, float* out, int64_t in,
+                                                   int64_t outs, int64_t begin, int64_t end) {
+    const int64_t vec = in / 8 * 8;
+    for (int64_t o = begin; o < end; ++o) {
+        const float* wr = w + o * in;
+        __m256 acc[R];
+        for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < vec; i += 8) {
+            const __m256 wv = _mm256_loadu_ps(wr + i);
+            for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * in + i), acc[r]);
+        }
+        for (int r = 0; r < R; ++r) {
+            const __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+            const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            float s = _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+            for (int64_t i = vec; i < in; ++i) s += wr[i] * x[r * in + i];
+            out[r * outs + o] = s;
+        }
+    }
+}
+
+template <int R>
+__attribute__((target("avx512f"))) void blockAvx512(const float* x, const float* w, float* out, int64_t in,
+                                                    int64_t outs, int64_t begin, int64_t end) {
+    const int64_t vec = in / 16 * 16;
+    for (int64_t o = begin; o < end; ++o) {
+        const float* wr = w + o * in;
+        __m512 acc[R];
+        for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < vec; i += 16) {
+            const __m512 wv = _mm512_loadu_ps(wr + i);
+            for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + r * in + i), acc[r]);
+        }
+        for (int r = 0; r < R; ++r) {
+            float s = _mm512_reduce_add_ps(acc[r]);
+            for (int64_t i = vec; i < in; ++i) s += wr[i] * x[r * in + i];
+            out[r * outs + o] = s;
+        }
+    }
+}
+
+template <int... Rs>
+Block blockFor(int64_t rows, bool avx512, std::integer_sequence<int, Rs...>) {
+    Block out = nullptr;
+    ((rows == Rs + 1 ? (out = avx512 ? &blockAvx512<Rs + 1> : &blockAvx2<Rs + 1>, 0) : 0), ...);
+    return out;
+}
+
+enum class Simd { None, Avx2, Avx512 };
+
+Simd simdLevel() {
+    static const Simd level = [] {
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f")) return Simd::Avx512;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Simd::Avx2;
+        return Simd::None;
+    }();
+    return level;
+}
+
+}  // namespace
+
+at::Tensor rowLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+    const bool streamed = simdLevel() != Simd::None && x.dim() == 2 && x.size(0) >= 1 &&
+                          x.size(0) <= kStreamedRowsTotal && x.device().is_cpu() && x.scalar_type() == at::kFloat &&
+                          w.scalar_type() == at::kFloat && w.dim() == 2 && w.is_contiguous() && x.size(1) == w.size(1) &&
+                          !(at::GradMode::is_enabled() &&  // training: autograd's linear
+                            (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad())));
+    if (!streamed) return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+    const at::Tensor xc = x.contiguous();
+    const int64_t rows = xc.size(0), in = xc.size(1), outs = w.size(0);
+    at::Tensor out = at::empty({rows, outs}, xc.options());
+    const bool avx512 = simdLevel() == Simd::Avx512;
+    const float *xp = xc.data_ptr<float>(), *wp = w.data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    // Tasks of about 64 KiB of weights.
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in));
+    // Rows in groups of at most kStreamedRowsMax, each a pass over the
+    // weights: a row's result never depends on which rows share its call.
+    for (int64_t r0 = 0; r0 < rows; r0 += kStreamedRowsMax) {
+        const int64_t n = std::min(kStreamedRowsMax, rows - r0);
+        const Block block = blockFor(n, avx512, std::make_integer_sequence<int, kStreamedRowsMax>{});
+        at::parallel_for(0, outs, grain, [&](int64_t begin, int64_t end) {
+            block(xp + r0 * in, wp, op + r0 * outs, in, outs, begin, end);
+        });
+    }
+    if (b.defined()) out.add_(b);
+    return out;
+}
+
+}  // namespace kvlens
