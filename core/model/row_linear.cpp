@@ -5,6 +5,8 @@
 #include <ATen/core/grad_mode.h>
 #include <immintrin.h>
 
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 namespace kvlens {
@@ -24,11 +26,14 @@ __attribute__((target("avx2,fma"))) void blockAvx2(const float* x, const float* 
     for (int64_t o = begin; o < end; ++o) {
         const float* wr = w + o * in;
         __m256 acc[R];
+        #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
         for (int64_t i = 0; i < vec; i += 8) {
             const __m256 wv = _mm256_loadu_ps(wr + i);
+            #pragma GCC unroll 16
             for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * in + i), acc[r]);
         }
+        #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
             const __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
             const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
@@ -46,11 +51,14 @@ __attribute__((target("avx512f"))) void blockAvx512(const float* x, const float*
     for (int64_t o = begin; o < end; ++o) {
         const float* wr = w + o * in;
         __m512 acc[R];
+        #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
         for (int64_t i = 0; i < vec; i += 16) {
             const __m512 wv = _mm512_loadu_ps(wr + i);
+            #pragma GCC unroll 16
             for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + r * in + i), acc[r]);
         }
+        #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
             float s = _mm512_reduce_add_ps(acc[r]);
             for (int64_t i = vec; i < in; ++i) s += wr[i] * x[r * in + i];
@@ -71,6 +79,10 @@ enum class Simd { None, Avx2, Avx512 };
 Simd simdLevel() {
     static const Simd level = [] {
         __builtin_cpu_init();
+        const char* force = std::getenv("KVLENS_SIMD");  // avx2 | none: measure the alternatives
+        if (force && std::string(force) == "none") return Simd::None;
+        const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        if (force && std::string(force) == "avx2" && avx2) return Simd::Avx2;
         if (__builtin_cpu_supports("avx512f")) return Simd::Avx512;
         if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Simd::Avx2;
         return Simd::None;

@@ -5,7 +5,8 @@
 // OpenBLAS's GEMM packs the whole weight matrix for every such call (52 % of
 // a SmolLM2-135M decode step, perf). For a few f32 rows on the CPU the
 // weights are streamed once for all rows instead (rowLinearHost); otherwise
-// at::linear. Internal to core.
+// at::linear. KVLENS_SIMD=avx2 or none in the environment picks a lesser
+// variant (to measure them). Internal to core.
 #include <ATen/core/Tensor.h>
 
 namespace kvlens {

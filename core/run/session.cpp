@@ -242,6 +242,12 @@ void Session::Impl::measure() {
         if (failure[r].empty()) failure[r] = runs[r]->nonFiniteLogits(position);
     at::Tensor logpFull = at::log_softmax(full.logits().to(at::kDouble), -1);
     const int64_t fullArgmax = full.logits().argmax().item<int64_t>();
+    // The full cache's latest attention and outputs, every layer, read once for all runs.
+    at::Tensor fullAttn, fullOutputs;
+    if (opt.teacherForced) {
+        fullAttn = at::stack(full.lastAttention()).to(at::kCPU, at::kFloat);  // [L, Hq, T]
+        fullOutputs = at::stack(full.lastOutputs());                           // [L, Hq, D]
+    }
     for (size_t r = 0; r < runs.size(); ++r) {
         const PolicyRun& run = *runs[r];
         if (!failure[r].empty()) continue;
@@ -262,18 +268,24 @@ void Session::Impl::measure() {
             metrics[r].push_back(sm);
             continue;
         }
+        // Every layer at once: [L, Hq] retained mass and output cosine.
+        std::vector<at::Tensor> masks;
+        for (int64_t l = 0; l < c.numLayers; ++l) masks.push_back(run.heldMask(l));
+        const at::Tensor held = at::stack(masks).repeat_interleave(c.groupSize(), 1).to(at::kFloat);  // [L, Hq, T]
+        const at::Tensor mass = (fullAttn * held).sum(-1).contiguous();
+        const at::Tensor cos =
+            at::cosine_similarity(at::stack(run.lastOutputs()), fullOutputs, -1).to(at::kCPU, at::kFloat).contiguous();
+        const int64_t Hq = mass.size(1);
         double massSum = 0, cosSum = 0;
         for (int64_t l = 0; l < c.numLayers; ++l) {
-            at::Tensor held = run.heldMask(l).repeat_interleave(c.groupSize(), 0).to(at::kFloat);  // [Hq, T]
-            at::Tensor fullAttn = full.lastAttention()[l].to(at::kCPU);                           // [Hq, T]
-            at::Tensor mass = (fullAttn * held).sum(-1);
-            at::Tensor cos = at::cosine_similarity(run.lastOutputs()[l], full.lastOutputs()[l], -1).to(at::kCPU);
+            const float *m = mass.data_ptr<float>() + l * Hq, *k = cos.data_ptr<float>() + l * Hq;
             LayerFidelity& f = fidelity[r][l];
-            f.retainedMass.assign(mass.data_ptr<float>(), mass.data_ptr<float>() + mass.numel());
-            cos = cos.to(at::kFloat).contiguous();
-            f.outputCosine.assign(cos.data_ptr<float>(), cos.data_ptr<float>() + cos.numel());
-            massSum += mass.mean().item<double>();
-            cosSum += cos.mean().item<double>();
+            f.retainedMass.assign(m, m + Hq);
+            f.outputCosine.assign(k, k + Hq);
+            double ms = 0, cs = 0;
+            for (int64_t h = 0; h < Hq; ++h) ms += m[h], cs += k[h];
+            massSum += ms / static_cast<double>(Hq);
+            cosSum += cs / static_cast<double>(Hq);
         }
         sm.retainedMass = massSum / static_cast<double>(c.numLayers);
         sm.outputCosine = cosSum / static_cast<double>(c.numLayers);
