@@ -4,7 +4,7 @@
 // only then renamed over the target. A failed write (full disk, /dev/full, a
 // read-only folder) throws an IoError naming the file and leaves the old file
 // as it was. Torch-free and Qt-free (kvlens_base): core, the CLI and the GUI
-// write through it (Qt writers use QSaveFile, the same rule).
+// write through it (Qt writers too, through widgets/save_file.h).
 //
 // OutputGuard holds one command's inputs and outputs by file identity
 // (device + inode, so a symlink or a hard link is the same file): an output
