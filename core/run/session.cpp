@@ -252,7 +252,7 @@ void Session::Impl::measure() {
         const PolicyRun& run = *runs[r];
         if (!failure[r].empty()) continue;
         StepMetrics sm;
-        sm.position = static_cast<int64_t>(tokens.size()) - 1;
+        sm.position = position;
         sm.argmax = run.logits().argmax().item<int64_t>();
         sm.top1Agrees = sm.argmax == fullArgmax;
         sm.targetLogProb = std::nan("");

@@ -59,4 +59,16 @@ inline std::string errorOf(F&& f) {
     return "";
 }
 
+// What loading a copy of the bundled model says once `from` in its
+// config.json reads `to`.
+inline std::string loadErrorAfterConfigEdit(const std::string& from, const std::string& to) {
+    ScratchDir dir("config");
+    const std::filesystem::path model = copyOfBundled(dir);
+    std::string cfg = slurp(model / "config.json");
+    const size_t at = cfg.find(from);
+    if (at == std::string::npos) return "config.json has no " + from;
+    spit(model / "config.json", cfg.replace(at, from.size(), to));
+    return errorOf([&] { loadModel(model, RunSettings{}); });
+}
+
 }  // namespace kvlens::test

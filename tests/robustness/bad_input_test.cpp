@@ -105,17 +105,6 @@ TEST(BadInput, LyingSafetensorsHeaderNamesTheTensor) {
     EXPECT_NE(what.find("model.safetensors"), std::string::npos) << what;
 }
 
-// What loading a copy of the bundled model says once `from` in its
-// config.json reads `to`.
-static std::string loadErrorAfterConfigEdit(const std::string& from, const std::string& to) {
-    test::ScratchDir dir("config");
-    const fs::path model = copyOfBundled(dir);
-    std::string cfg = slurp(model / "config.json");
-    const size_t at = cfg.find(from);
-    if (at == std::string::npos) return "config.json has no " + from;
-    spit(model / "config.json", cfg.replace(at, from.size(), to));
-    return errorOf([&] { loadModel(model, RunSettings{}); });
-}
 
 // config.json and weights that disagree: the file, tensor and both shapes.
 TEST(BadInput, ShapeMismatchNamesFileTensorAndShapes) {

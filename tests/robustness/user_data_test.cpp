@@ -230,25 +230,14 @@ TEST(NumbersThatLie, NonFiniteLogitsStopTheRunWithAReason) {
 
 // What HF would do differently, or not at all, is an error here.
 TEST(NumbersThatLie, SilentAcceptanceIsAnError) {
-    test::ScratchDir dir("silent");
     {   // Untied without a head: HF would start from a random lm_head.
-        const fs::path model = copyOfBundled(dir);
-        std::string cfg = slurp(model / "config.json");
-        cfg.replace(cfg.find("\"tie_word_embeddings\": true"), 27, "\"tie_word_embeddings\": false");
-        spit(model / "config.json", cfg);
-        const std::string what = errorOf([&] { loadModel(model, RunSettings{}); });
+        const std::string what = loadErrorAfterConfigEdit("\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false");
         EXPECT_NE(what.find("lm_head.weight"), std::string::npos) << what;
         EXPECT_NE(what.find("config.json"), std::string::npos) << what;
-        fs::remove_all(model);
     }
     {   // Fewer layers in the config than in the weights: none is dropped silently.
-        const fs::path model = copyOfBundled(dir);
-        std::string cfg = slurp(model / "config.json");
-        cfg.replace(cfg.find("\"num_hidden_layers\": 3"), 22, "\"num_hidden_layers\": 2");
-        spit(model / "config.json", cfg);
-        const std::string what = errorOf([&] { loadModel(model, RunSettings{}); });
+        const std::string what = loadErrorAfterConfigEdit("\"num_hidden_layers\": 3", "\"num_hidden_layers\": 2");
         EXPECT_NE(what.find("num_hidden_layers is 2 but the weights hold 3 layers"), std::string::npos) << what;
-        fs::remove_all(model);
     }
     {   // A tensor named twice in one header: JSON would keep the last.
         const std::string header =
