@@ -13,6 +13,9 @@ Controller::Controller(QObject* parent) : QObject(parent), m_worker(new Worker) 
     connect(&m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
     connect(m_worker, &Worker::traceReady, this, &Controller::acceptTrace);
     connect(m_worker, &Worker::runFinished, this, &Controller::acceptFinished);
+    connect(m_worker, &Worker::runReused, this, [this](quint64 id, const QString& text) {
+        if (id == m_currentRun) m_reuse = text;
+    });
     connect(m_worker, &Worker::runFailed, this, &Controller::acceptFailure);
     connect(m_worker, &Worker::loadProgress, this, [this](quint64 id, int percent, const QString& stage) {
         if (id == m_currentLoad) Q_EMIT modelLoading(percent, stage);
@@ -169,6 +172,7 @@ void Controller::issue() {
     m_currentRun = r.id;
     m_last = r;
     m_freshRun = true;
+    m_reuse.clear();
     setBusy(true);
     Worker* w = m_worker;
     QMetaObject::invokeMethod(m_worker, [w, r] { w->run(r); }, Qt::QueuedConnection);

@@ -58,6 +58,8 @@ public:
     int shownStep() const;
     const RunRequest& lastRequest() const { return m_last; }
     quint64 currentRunId() const { return m_currentRun; }
+    // What the current run took over from the one before (Reuse::text()), empty until its prompt is read.
+    const QString& reuse() const { return m_reuse; }
     int droppedResults() const { return m_dropped; }
     bool busy() const { return m_busy; }
     int64_t layer() const { return m_layer; }
@@ -128,6 +130,7 @@ private:
     RunRequest m_last;
 
     std::vector<std::shared_ptr<const Trace>> m_history;
+    QString m_reuse;
     int m_wantedStep = -1;  // -1: follow the newest step
     int m_dropped = 0;
 };

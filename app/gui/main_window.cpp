@@ -389,12 +389,14 @@ void MainWindow::updateTimelineSelection() {
 void MainWindow::showRunStats(double promptMs, double totalMs) {
     const auto t = m_controller->shownTrace();
     if (!t) return;
-    statusBar()->showMessage(tr("full + %1 policies · %2 prompt tokens · prompt read in %3 ms · %4 decode steps in %5 ms")
-                                 .arg(t->policies.size() - 1)
-                                 .arg(t->promptLength)
-                                 .arg(promptMs, 0, 'f', 0)
-                                 .arg(m_controller->history().size() - 1)
-                                 .arg(totalMs, 0, 'f', 0));
+    QString text = tr("full + %1 policies · %2 prompt tokens · prompt read in %3 ms · %4 decode steps in %5 ms")
+                       .arg(t->policies.size() - 1)
+                       .arg(t->promptLength)
+                       .arg(promptMs, 0, 'f', 0)
+                       .arg(m_controller->history().size() - 1)
+                       .arg(totalMs, 0, 'f', 0);
+    if (!m_controller->reuse().isEmpty()) text += tr(" · %1").arg(m_controller->reuse());
+    statusBar()->showMessage(text);
 }
 
 SessionFile MainWindow::sessionState() const {

@@ -36,6 +36,7 @@ void Worker::load(quint64 id, const QString& dir, const RunSettings& settings) {
         else
             throw ModelError(path.string() + ": no tokenizer.json (the GUI needs it to read prompts)");
         // Only a complete load replaces the model in use.
+        m_session.reset();
         m_model = std::move(model);
         m_tokenizer = tokenizer;
         Q_EMIT modelLoaded(id, summarizeModel(*m_model), m_tokenizer, config.maxPositions,
@@ -54,15 +55,23 @@ void Worker::run(const RunRequest& r) {
     QElapsedTimer timer;
     timer.start();
     try {
-        Session session(m_model, optionsFor(r));
-        session.setCancelFlag(r.cancel.get());
-        Q_EMIT traceReady(r.id, session.start());
+        // The interactive refresh: the new Session takes over from the
+        // previous one whatever the edit left valid (core/run/session.h).
+        SessionOptions options = optionsFor(r);
+        options.refreshable = true;
+        auto session = std::make_unique<Session>(m_model, std::move(options), std::move(m_session));
+        session->setCancelFlag(r.cancel.get());
+        m_session = std::move(session);
+        Q_EMIT traceReady(r.id, m_session->start());
+        Q_EMIT runReused(r.id, QString::fromStdString(m_session->reuse().text()));
         const double promptMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;
-        for (int s = 0; s < r.decodeSteps; ++s) Q_EMIT traceReady(r.id, session.step());
+        for (int s = 0; s < r.decodeSteps; ++s) Q_EMIT traceReady(r.id, m_session->step());
         Q_EMIT runFinished(r.id, promptMs, static_cast<double>(timer.nsecsElapsed()) / 1e6);
     } catch (const Cancelled&) {
-        // A newer request superseded this one; it is already queued.
+        // A newer request superseded this one; it is already queued (and
+        // takes over what this Session finished).
     } catch (const std::exception& e) {
+        m_session.reset();
         Q_EMIT runFailed(r.id, QString::fromStdString(e.what()));
     }
 }

@@ -56,6 +56,9 @@ Q_SIGNALS:
     // promptMs: until the prompt's trace (every policy read the prompt); totalMs: all steps.
     void runFinished(quint64 id, double promptMs, double totalMs);
     void runFailed(quint64 id, const QString& message);
+    // After the prompt's trace: what the run took over from the previous one
+    // (Reuse::text(), e.g. "kept 5 runs and 16 steps; 1 replayed the prompt record").
+    void runReused(quint64 id, const QString& text);
     void needleProgress(quint64 id, qint64 done, qint64 total);
     void needleReady(quint64 id, const std::shared_ptr<const kvlens::eval::NeedleGridResult>& result);
     void needleFailed(quint64 id, const QString& message);  // empty message: cancelled
@@ -66,6 +69,7 @@ private:
     SessionOptions optionsFor(const RunRequest& r) const;
 
     std::shared_ptr<const Model> m_model;
+    std::unique_ptr<Session> m_session;  // the latest run's, taken over by the next
     std::shared_ptr<const Tokenizer> m_tokenizer;
 };
 

@@ -27,21 +27,23 @@ KvCache::KvCache(int64_t layers, int64_t kvHeads, int64_t headDim, at::ScalarTyp
     clear();
 }
 
-KvCache KvCache::fork(CacheOptions options) const {
-    if (m_options.rerotate) throw Error("KvCache::fork: a re-rotated cache is not a prefill to share");
-    KvCache out(*this);
-    out.m_options = options;
-    for (Layer& L : out.m_layers) {
-        if (L.k.defined()) {
-            L.k = L.k.narrow(1, 0, L.used).clone();
-            L.v = L.v.narrow(1, 0, L.used).clone();
-        }
-        if (L.valid.defined()) L.valid = L.valid.narrow(1, 0, L.used).clone();
-        if (options.rerotate) L.rot = L.pos;  // every key was rotated at its true position
+void KvCache::truncate(int64_t n) {
+    if (n < 0 || n > m_seqLen) throw Error("KvCache::truncate: " + std::to_string(n) + " of " + std::to_string(m_seqLen) + " tokens");
+    for (const Layer& L : m_layers) {
+        bool whole = !m_options.rerotate && L.dense && L.used == m_seqLen;
+        for (size_t h = 0; whole && h < L.pos.size(); ++h)
+            whole = static_cast<int64_t>(L.pos[h].size()) == m_seqLen && (m_seqLen == 0 || L.pos[h].back() == m_seqLen - 1) &&
+                    L.holes[h].empty();
+        if (!whole) throw Error("KvCache::truncate: only a cache that never evicted can go back to a prefix");
+    }
+    for (Layer& L : m_layers) {
+        L.used = n;
+        for (auto& c : L.cols) c.resize(static_cast<size_t>(n));
+        for (auto& p : L.pos) p.resize(static_cast<size_t>(n));
         L.indexCache = Entries{};
         L.indexIdentity = L.indexValid = false;
     }
-    return out;
+    m_seqLen = n;
 }
 
 void KvCache::clear() {

@@ -83,11 +83,10 @@ public:
     // The same kept entries for every KV head (heads must be of equal length).
     void apply(int64_t layer, const std::vector<int64_t>& keep);
     void clear();
-    // An independent copy with `options` (a policy's fork of the shared
-    // prefill, core/run/session.cpp): the storage holds exactly the columns
-    // in use and shares nothing with this cache, the layout (columns,
-    // positions, holes) is the same. Refused for a re-rotated source.
-    KvCache fork(CacheOptions options) const;
+    // Back to the first n tokens, for a cache that never evicted (the full
+    // cache, whose entries are its positions in order): the prefix a later
+    // prompt shares. Refused for any other cache.
+    void truncate(int64_t n);
 
     int64_t layers() const { return static_cast<int64_t>(m_layers.size()); }
     int64_t kvHeads() const { return m_kvHeads; }

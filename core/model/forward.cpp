@@ -100,6 +100,25 @@ ForwardResult Model::forward(const std::vector<int64_t>& tokens, KvCache& cache,
     return std::move(forward(std::vector<Segment>{Segment{&tokens, &cache, &opt}}).front());
 }
 
+void Model::replay(const KnownRows& rows, KvCache& cache, const ForwardOptions& opt) const {
+    const ModelConfig& c = m->cfg;
+    const int64_t n = rows.count(), pos0 = rows.from;
+    if (static_cast<int64_t>(rows.q.size()) != c.numLayers || rows.k.size() != rows.q.size() || rows.v.size() != rows.q.size())
+        throw ArgumentError("replay: rows for " + std::to_string(rows.q.size()) + " layers, the model has " +
+                            std::to_string(c.numLayers));
+    if (cache.seqLen() != pos0 || cache.rerotate())
+        throw ArgumentError("replay: rows from position " + std::to_string(pos0) + " over a cache of " +
+                            std::to_string(cache.seqLen()) + " tokens" + (cache.rerotate() ? " (re-rotated)" : ""));
+    for (int64_t l = 0; l < c.numLayers; ++l) {
+        AttentionInput in{rows.q[l], cache.append(l, rows.k[l], rows.v[l]), at::Tensor(), pos0, c.slidingWindow};
+        if (c.slidingWindow && pos0 + n > *c.slidingWindow) in.keyPositions = cache.positionTensor(l);
+        at::Tensor probs;
+        const at::Tensor o = attend(in, opt.observer ? &probs : nullptr);
+        if (opt.observer) opt.observer(l, LayerCapture{probs, rows.q[l], o, rows.k[l], rows.v[l]});
+    }
+    cache.advance(n);
+}
+
 std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) const {
     const ModelConfig& c = m->cfg;
     const Weights& w = m->w;
@@ -173,7 +192,7 @@ std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) 
             const bool keep = wantsCapture(opt, l);
             at::Tensor o = attend(in, keep || opt.observer ? &probs : nullptr);  // [Hq, n, D]
             if (keep) results[r].attention[l] = probs;
-            if (opt.observer) opt.observer(l, LayerCapture{probs, q, o});
+            if (opt.observer) opt.observer(l, LayerCapture{probs, q, o, k, v});
             outputs[r] = o.transpose(0, 1).reshape({n, c.numHeads * c.headDim});
         }
         x = x + rowLinear(R == 1 ? outputs[0] : at::cat(outputs, 0), lw.wo, lw.bo);

@@ -25,6 +25,19 @@ struct LayerCapture {
     at::Tensor probs;    // [Hq, n, S] fp32 attention over the cache's storage columns (after append)
     at::Tensor queries;  // [Hq, n, D] rotated queries
     at::Tensor outputs;  // [Hq, n, D] attention outputs per head (before o_proj)
+    at::Tensor keys;     // [Hkv, n, D] the rotated keys appended to the cache
+    at::Tensor values;   // [Hkv, n, D] the values appended
+};
+
+// What a forward computed before attention for a run of consecutive tokens,
+// every layer: enough to repeat its attention over another cache without
+// reading the weights (Model::replay). The shared prefill's record
+// (core/run/prompt_record.h) is a list of these.
+struct KnownRows {
+    int64_t from = 0;               // true position of the first row
+    std::vector<at::Tensor> q;      // per layer [Hq, n, D] rotated queries
+    std::vector<at::Tensor> k, v;   // per layer [Hkv, n, D] rotated keys, values
+    int64_t count() const { return q.empty() ? 0 : q.front().size(1); }
 };
 using LayerObserver = std::function<void(int64_t layer, const LayerCapture& capture)>;
 
@@ -79,6 +92,14 @@ public:
         const ForwardOptions* options = nullptr;
     };
     std::vector<ForwardResult> forward(const std::vector<Segment>& segments) const;
+
+    // The attention half of a forward whose queries, keys and values are
+    // known (a recorded prefill): appends rows.k/v to `cache` (which must
+    // hold rows.from tokens, not re-rotated), attends, calls the observer
+    // per layer, advances the cache. No weight is read and no logits come
+    // out. With the same cache layout and rows it computes what forward()
+    // did, bit for bit (the same attention code).
+    void replay(const KnownRows& rows, KvCache& cache, const ForwardOptions& options) const;
 
     struct Impl;
 

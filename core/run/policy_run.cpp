@@ -52,6 +52,31 @@ std::string scheduleLabel(const PolicyConfig& c) {
 
 }  // namespace
 
+uint64_t PromptRecord::bytes() const {
+    uint64_t total = 0;
+    for (const KnownRows& c : chunks)
+        for (const auto* list : {&c.q, &c.k, &c.v})
+            for (const at::Tensor& t : *list)
+                if (t.defined()) total += static_cast<uint64_t>(t.numel()) * t.element_size();
+    return total;
+}
+
+PromptRecord PromptRecord::prefix(int64_t n) const {
+    if (!complete) throw Error("PromptRecord::prefix: the record is not complete");
+    PromptRecord out;
+    for (const KnownRows& c : chunks) {
+        if (c.from >= n) break;
+        KnownRows cut = c;
+        if (c.from + c.count() > n) {
+            const int64_t keep = n - c.from;
+            for (auto* list : {&cut.q, &cut.k, &cut.v})
+                for (at::Tensor& t : *list) t = t.narrow(1, 0, keep);
+        }
+        out.chunks.push_back(std::move(cut));
+    }
+    return out;
+}
+
 PolicyRun::PolicyRun(const Model& model, PolicyConfig config, const BudgetSpec& budget, int64_t promptLength,
                      CaptureTarget capture)
     : m_model(model),
@@ -90,22 +115,22 @@ LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
     s.numLayers = c.numLayers;
     s.numHeads = c.numHeads;
     s.numKvHeads = c.numKvHeads;
-    s.cache = &readCache();
+    s.cache = &m_cache;
     s.device = m_model.device();
     if (m_policy && m_policy->info().usesKeys) {
-        KvCache::Entries e = readCache().entries(layer);
+        KvCache::Entries e = m_cache.entries(layer);
         s.keys = e.k;
         s.values = e.v;
         s.valid = e.valid;
     } else {
-        s.valid = readCache().entryValid(layer);
+        s.valid = m_cache.entryValid(layer);
     }
     // Copied into the buffers the previous plan's positions left (record()
     // hands them back): a step allocates nothing for them.
     s.positions = std::move(m_sparePositions);
     s.positions.resize(static_cast<size_t>(c.numKvHeads));
     for (int64_t h = 0; h < c.numKvHeads; ++h) {
-        const std::vector<int64_t>& held = readCache().positions(layer, h);
+        const std::vector<int64_t>& held = m_cache.positions(layer, h);
         s.positions[h].assign(held.begin(), held.end());
     }
     s.budget = m_budgets.perLayer[layer];
@@ -131,16 +156,16 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
         // Re-ordered for the policy alone: its cost, like observe's.
         std::optional<ScopeTimer> timer;
         if (!captureHere) timer.emplace(m_policySeconds);
-        probs = readCache().byEntry(layer, cap.probs);
+        probs = m_cache.byEntry(layer, cap.probs);
     }
     if (isFull()) {
         // The full cache holds every position in order: entry index = position.
         // Only the latest query's row is kept (reordering all n rows of a
         // long prompt would copy the whole attention matrix).
-        m_lastAttention[layer] = (needProbs ? probs.select(1, n - 1) : readCache().byEntry(layer, cap.probs.narrow(1, n - 1, 1)).select(1, 0)).contiguous();
+        m_lastAttention[layer] = (needProbs ? probs.select(1, n - 1) : m_cache.byEntry(layer, cap.probs.narrow(1, n - 1, 1)).select(1, 0)).contiguous();
     }
     if (captureHere) {
-        const auto& pos = readCache().positions(layer, m_capture.head / G);
+        const auto& pos = m_cache.positions(layer, m_capture.head / G);
         at::Tensor rows = probs[m_capture.head].to(at::kCPU).contiguous();  // [n, L]
         const float* p = rows.data_ptr<float>();
         const int64_t L = rows.size(1);
@@ -161,25 +186,34 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
     }
 }
 
+void PolicyRun::sizeTracks(int64_t length) {
+    for (auto& layer : m_track)
+        for (auto& h : layer) {
+            h.status.resize(static_cast<size_t>(length), TokenStatus::Held);
+            h.score.resize(static_cast<size_t>(length), kNoScore);
+            h.rank.resize(static_cast<size_t>(length), -1);
+        }
+}
+
 Model::Segment PolicyRun::beginForward(const std::vector<int64_t>& tokens) {
     const int64_t first = m_cache.seqLen();
     m_pending.tokens = tokens;
     m_pending.positions.resize(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) m_pending.positions[i] = first + static_cast<int64_t>(i);
-    for (auto& layer : m_track)
-        for (auto& h : layer) {
-            h.status.resize(first + tokens.size(), TokenStatus::Held);
-            h.score.resize(first + tokens.size(), kNoScore);
-            h.rank.resize(first + tokens.size(), -1);
-        }
+    sizeTracks(first + static_cast<int64_t>(tokens.size()));
     ForwardOptions& fo = m_pending.options;
     fo.lastLogitsOnly = true;
     fo.band = m_band;
     if (!fo.observer)
         fo.observer = [this](int64_t layer, const LayerCapture& cap) {
-        observeLayer(layer, cap, m_pending.positions);
-        for (PolicyRun* f : m_followers) f->observeLayer(layer, cap, m_pending.positions);
-    };
+            observeLayer(layer, cap, m_pending.positions);
+            if (m_recording) {
+                KnownRows& rows = m_recording->chunks.back();
+                rows.q[layer] = cap.queries;
+                rows.k[layer] = cap.keys;
+                rows.v[layer] = cap.values;
+            }
+        };
     return Model::Segment{&m_pending.tokens, &m_cache, &m_pending.options};
 }
 
@@ -190,7 +224,15 @@ void PolicyRun::finishForward(ForwardResult&& result) {
 
 void PolicyRun::forward(const std::vector<int64_t>& tokens) {
     const Model::Segment segment = beginForward(tokens);
+    if (m_recording) {
+        const auto L = static_cast<size_t>(m_model.config().numLayers);
+        KnownRows rows;
+        rows.from = m_cache.seqLen();
+        rows.q.resize(L), rows.k.resize(L), rows.v.resize(L);
+        m_recording->chunks.push_back(std::move(rows));
+    }
     finishForward(std::move(m_model.forward({segment}).front()));
+    if (m_recording && m_onChunk) m_onChunk(m_recording->chunks.back());
 }
 
 void PolicyRun::forwardBatched(const std::vector<int64_t>& tokens, const std::function<void()>& checkCancel) {
@@ -344,45 +386,56 @@ bool PolicyRun::sharesPrefill() const {
            (m_config.schedule == Schedule::PrefillOnce || m_config.schedule == Schedule::PrefillThenStep);
 }
 
-void PolicyRun::readPromptSharing(const std::vector<int64_t>& prompt, const std::vector<PolicyRun*>& followers,
-                                  const std::function<void()>& checkCancel) {
-    if (m_policy) throw Error("PolicyRun::readPromptSharing: only the full cache leads a shared prefill");
-    const int64_t T = static_cast<int64_t>(prompt.size());
-    for (PolicyRun* f : followers) {
-        if (!f->sharesPrefill() || f->m_cache.seqLen() != 0)
-            throw Error("PolicyRun::readPromptSharing: " + f->m_config.label() + " cannot follow a shared prefill");
-        f->m_leader = this;
-        for (auto& layer : f->m_track)
-            for (auto& h : layer) {
-                h.status.assign(static_cast<size_t>(T), TokenStatus::Held);
-                h.score.assign(static_cast<size_t>(T), kNoScore);
-                h.rank.assign(static_cast<size_t>(T), -1);
-            }
-    }
-    m_followers = followers;
-    try {
-        readPrompt(prompt, checkCancel);
-    } catch (...) {
-        m_followers.clear();
-        for (PolicyRun* f : followers) f->m_leader = nullptr;
-        throw;
-    }
-    m_followers.clear();
-    for (PolicyRun* f : followers) {
-        f->m_logits = m_logits;
-        f->m_sinceTrim += T;
-    }
+void PolicyRun::readPromptRecording(const std::vector<int64_t>& prompt, PromptRecord& record,
+                                    const std::function<void(const KnownRows&)>& onChunk,
+                                    const std::function<void()>& checkCancel) {
+    if (m_policy) throw Error("PolicyRun::readPromptRecording: only the full cache records a shared prefill");
+    const int64_t from = m_cache.seqLen(), T = static_cast<int64_t>(prompt.size());
+    if (from >= T || record.length() != from)
+        throw Error("PolicyRun::readPromptRecording: a record of " + std::to_string(record.length()) +
+                    " tokens, a cache of " + std::to_string(from) + ", a prompt of " + std::to_string(T));
+    m_recording = &record;
+    m_onChunk = onChunk;
+    struct Reset {
+        PolicyRun* run;
+        ~Reset() { run->m_recording = nullptr, run->m_onChunk = nullptr; }
+    } reset{this};
+    forwardBatched(from == 0 ? prompt : std::vector<int64_t>(prompt.begin() + from, prompt.end()), checkCancel);
+    record.logits = m_logits;
+    forgetObserved();
+    m_promptDone = true;
 }
 
-void PolicyRun::finishSharedPrompt() {
-    if (!m_leader) throw Error("PolicyRun::finishSharedPrompt: no shared prefill was read");
-    m_cache = m_leader->m_cache.fork(CacheOptions{m_cache.rerotate()});
-    m_leader = nullptr;
-    for (LayerState& s : m_observed)
-        if (s.seqLen > 0) s.cache = &m_cache;  // observed over the leader's cache: the same layout
+void PolicyRun::replayChunk(const KnownRows& rows) {
+    if (!sharesPrefill()) throw Error("PolicyRun::replayChunk: " + m_config.label() + " does not share a prefill");
+    m_pending.positions.resize(static_cast<size_t>(rows.count()));
+    for (int64_t i = 0; i < rows.count(); ++i) m_pending.positions[static_cast<size_t>(i)] = rows.from + i;
+    sizeTracks(rows.from + rows.count());
+    ForwardOptions fo;
+    fo.observer = [this](int64_t layer, const LayerCapture& cap) { observeLayer(layer, cap, m_pending.positions); };
+    m_model.replay(rows, m_cache, fo);
+    m_sinceTrim += rows.count();
+}
+
+void PolicyRun::finishReplay(const at::Tensor& logits) {
+    m_logits = logits;
     if (m_budgets.compress || m_config.schedule == Schedule::PrefillThenStep) trim();
     forgetObserved();
     m_promptDone = true;
+}
+
+void PolicyRun::rewind(int64_t length, int64_t promptLength) {
+    if (m_policy) throw Error("PolicyRun::rewind: only the full cache rewinds");
+    m_cache.truncate(length);
+    sizeTracks(length);
+    for (auto& layer : m_track)
+        for (auto& h : layer) std::fill(h.status.begin(), h.status.end(), TokenStatus::Held);
+    if (static_cast<int64_t>(m_rows.size()) > length) m_rows.resize(static_cast<size_t>(length));
+    m_promptLength = promptLength;
+    m_promptDone = false;
+    m_sinceTrim = 0;
+    m_logits = at::Tensor();
+    forgetObserved();
 }
 
 bool PolicyRun::readsPromptTokenByToken() const {

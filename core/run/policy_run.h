@@ -19,6 +19,17 @@
 namespace kvlens {
 
 
+// The full cache's prompt read, chunk by chunk (see PolicyRun::sharesPrefill).
+struct PromptRecord {
+    std::vector<KnownRows> chunks;  // consecutive from position 0
+    at::Tensor logits;              // [V] after the last token, once the prompt is read
+    bool complete = true;           // false: some chunk's tensors were dropped (over the memory cap)
+    int64_t length() const { return chunks.empty() ? 0 : chunks.back().from + chunks.back().count(); }
+    uint64_t bytes() const;
+    // The record of the first n tokens (the chunk at n cut short); no logits.
+    PromptRecord prefix(int64_t n) const;
+};
+
 struct CaptureTarget {
     bool enabled = false;
     int64_t layer = 0, head = 0;  // query head
@@ -46,16 +57,30 @@ public:
     // Reads the prompt with this run's schedule; `checkCancel` runs between tokens.
     void readPrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel);
 
-    // One shared prefill (issue 17): the full run reads the prompt once for
-    // itself and for every run whose schedule reads it with full attention
-    // (prefill_once, prefill_then_step; not re-rotated): those observe the
-    // same forward — their policies score what it attended — and then fork
-    // the cache and compress it (finishSharedPrompt). The results are those
-    // of each run reading the prompt alone, bit for bit.
+    // One shared prefill (issue 17): the full run reads the prompt once,
+    // recording what every layer computed before attention (PromptRecord);
+    // every run whose schedule reads the prompt with full attention
+    // (prefill_once, prefill_then_step; not re-rotated) replays that record:
+    // it builds its own cache from the recorded keys and values, its policy
+    // observes the same attention (Model::replay: the same code, no weights
+    // read), then it compresses. The results are those of the run reading
+    // the prompt alone, bit for bit. A record kept after the prompt lets a
+    // later Session (an edited budget or parameter) replay it again.
     bool sharesPrefill() const;
-    void readPromptSharing(const std::vector<int64_t>& prompt, const std::vector<PolicyRun*>& followers,
-                           const std::function<void()>& checkCancel);
-    void finishSharedPrompt();
+    // Full cache only: reads prompt[seqLen() ..] (all of it on a new cache,
+    // the rest after rewind()), appending each chunk it reads to `record`
+    // and calling onChunk(chunk) after it.
+    void readPromptRecording(const std::vector<int64_t>& prompt, PromptRecord& record,
+                             const std::function<void(const KnownRows&)>& onChunk,
+                             const std::function<void()>& checkCancel);
+    // A follower: one recorded chunk (in order from position 0), then the
+    // end of the prompt with the full cache's logits after it.
+    void replayChunk(const KnownRows& rows);
+    void finishReplay(const at::Tensor& logits);
+    // Full cache only: back to its first `length` tokens (the prompt's
+    // prefix a new prompt shares), before any decode step; the rest of the
+    // new prompt (promptLength tokens in all) is read next.
+    void rewind(int64_t length, int64_t promptLength);
     // Reads one more token (a decode step), trimming when the schedule says.
     void readToken(int64_t token);
     // readToken in two halves, so that a Session reads every run's token in
@@ -103,6 +128,7 @@ private:
     // The same in chunks that bound the attention matrix held at once.
     void forwardBatched(const std::vector<int64_t>& tokens, const std::function<void()>& checkCancel);
     void observeLayer(int64_t layer, const LayerCapture& cap, const std::vector<int64_t>& positions);
+    void sizeTracks(int64_t length);
     bool trimDue() const;
     void trim();
     void record(int64_t layer, std::vector<std::vector<int64_t>> positionsBefore, Plan plan);
@@ -130,9 +156,8 @@ private:
     int64_t m_prefillChunk = 0;
     double m_policySeconds = 0;
     std::vector<PositionBand> m_band;  // in force while a prompt is read in one banded batch
-    const PolicyRun* m_leader = nullptr;  // while following a shared prefill: the run whose cache is read
-    std::vector<PolicyRun*> m_followers;  // while leading one
-    const KvCache& readCache() const { return m_leader ? m_leader->m_cache : m_cache; }
+    PromptRecord* m_recording = nullptr;  // while the full run reads a prompt for followers
+    std::function<void(const KnownRows&)> m_onChunk;
     struct Pending {                   // the forward begun and not yet finished
         std::vector<int64_t> tokens, positions;
         ForwardOptions options;

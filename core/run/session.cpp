@@ -23,7 +23,48 @@ namespace {
 struct LayerFidelity {
     std::vector<float> retainedMass, outputCosine;  // [Hq]
 };
+
+// What the full cache showed after one step, which every run is measured
+// against; kept (under a cap) so that a later Session can measure runs it
+// computes again without running the full cache.
+struct FullStep {
+    at::Tensor logp;     // [V] double log-probabilities
+    int64_t argmax = 0;
+    at::Tensor attn;     // [L, Hq, T] fp32 on the CPU (teacher-forced only)
+    at::Tensor outputs;  // [L, Hq, D] (teacher-forced only)
+    uint64_t bytes() const {
+        uint64_t b = 0;
+        for (const at::Tensor* t : {&logp, &attn, &outputs})
+            if (t->defined()) b += static_cast<uint64_t>(t->numel()) * t->element_size();
+        return b;
+    }
+};
+
+// Caps on what a refreshable Session keeps (SessionOptions::refreshable).
+constexpr uint64_t kRecordBytes = 1ull << 30;    // the prompt record
+constexpr uint64_t kFullStepBytes = 256ull << 20;  // the full cache's per-step results
+
+bool sameConfig(const PolicyConfig& a, const PolicyConfig& b) {
+    return a.id == b.id && a.schedule == b.schedule && a.everyN == b.everyN && a.gqa == b.gqa && a.values == b.values;
+}
+
+bool sameSampling(const SamplingOptions& a, const SamplingOptions& b) {
+    return a.greedy == b.greedy && a.temperature == b.temperature && a.topP == b.topP && a.seed == b.seed;
+}
 }  // namespace
+
+std::string Reuse::text() const {
+    if (runsKept == 0 && promptTokens == 0) return "computed afresh";
+    std::string s;
+    if (runsKept > 0)
+        s = "kept " + std::to_string(runsKept) + (runsKept == 1 ? " run" : " runs") + " and " + std::to_string(steps) +
+            (steps == 1 ? " step" : " steps");
+    else
+        s = "kept " + std::to_string(promptTokens) + " prompt tokens of the full cache";
+    if (runsReplayed > 0) s += "; " + std::to_string(runsReplayed) + " replayed the prompt record";
+    if (runsRead > 0) s += "; " + std::to_string(runsRead) + " read the prompt";
+    return s;
+}
 
 struct Session::Impl {
     std::shared_ptr<const Model> model;
@@ -38,7 +79,24 @@ struct Session::Impl {
     std::vector<std::string> labels;
     int64_t steps = 0;
     bool started = false;
+    bool consistent = false;  // the last start()/step() completed: a later Session may take over
     const std::atomic<bool>* cancel = nullptr;
+
+    // What a later Session takes over (opt.refreshable), and what this one took over.
+    std::shared_ptr<PromptRecord> record;          // the full cache's prompt read
+    std::vector<FullStep> fullSteps;               // per published step, while under kFullStepBytes
+    uint64_t fullStepBytes = 0;
+    bool fullStepsComplete = true;
+    std::vector<std::shared_ptr<const Trace>> published;
+    std::vector<int> takenFrom;                    // per run: the previous Session's run whose results it took over, -1: none
+    std::vector<std::shared_ptr<const Trace>> previousTraces;  // that Session's, step by step
+    std::vector<int64_t> previousTokens;
+    int64_t catchUp = 0;                           // before this step only the runs computed here step
+    Reuse reused;
+
+    // Whether run r's result at `step` is computed here (not taken over from previousTraces).
+    bool computed(size_t r, int64_t step) const { return takenFrom[r] < 0 || step > catchUp; }
+    void takeOver(Impl& p);
 
     void checkCancel() const {
         if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled{};
@@ -47,34 +105,30 @@ struct Session::Impl {
     // Runs are independent: on the CPU up to LibTorch's thread count of them
     // run at once, each on one thread (a run reading a prompt token by token
     // is a chain of small ops that gains nothing from more threads).
-    // `job(r, check)`: `check` throws Cancelled when the flag is raised or
-    // another run failed.
-    void eachRun(const std::function<void(size_t, const std::function<void()>&)>& job,
-                 const std::vector<size_t>& order = {}) {
+    // `job(r, check)` for each r of `which`, started in that order (give
+    // the longest first); `check` throws Cancelled when the flag is raised
+    // or another run failed.
+    void runInRuns(const std::vector<size_t>& which, const std::function<void(size_t, const std::function<void()>&)>& job) {
         const size_t workers = model->device().is_cpu() ? static_cast<size_t>(std::max(1, at::get_num_threads())) : 1;
-        runInParallel(
-            runs.size(), workers,
-            [&](size_t r, const std::atomic<bool>& stop) {
-                job(r, [&] {
-                    if (stop.load(std::memory_order_relaxed)) throw Cancelled{};
-                    checkCancel();
-                });
-            },
-            order);
-    }
-    // Runs reading the prompt token by token first (longest first), the
-    // batched reads after them on whichever worker is free.
-    std::vector<size_t> promptOrder() const {
-        std::vector<size_t> order(runs.size());
-        for (size_t r = 0; r < order.size(); ++r) order[r] = r;
-        std::stable_partition(order.begin(), order.end(), [&](size_t r) { return runs[r]->readsPromptTokenByToken(); });
-        return order;
+        runInParallel(which.size(), workers, [&](size_t i, const std::atomic<bool>& stop) {
+            job(which[i], [&] {
+                if (stop.load(std::memory_order_relaxed)) throw Cancelled{};
+                checkCancel();
+            });
+        });
     }
     std::shared_ptr<const Trace> start();
     std::shared_ptr<const Trace> step();
+    void readPrompt();
     void appendLabels(const std::vector<int64_t>& ids);
     void measure();
+    FullStep fullStep() const;
     std::shared_ptr<const Trace> trace() const;
+    std::shared_ptr<const Trace> publish(std::shared_ptr<const Trace> t) {
+        if (opt.refreshable) published.push_back(t);
+        consistent = true;
+        return t;
+    }
 };
 
 void Session::Impl::validate() const {
@@ -116,11 +170,75 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options) : m
     m->generated.resize(m->runs.size());
     m->fidelity.resize(m->runs.size());
     m->failure.resize(m->runs.size());
+    m->takenFrom.assign(m->runs.size(), -1);
+}
+
+Session::Session(std::shared_ptr<const Model> model, SessionOptions options, std::unique_ptr<Session> previous)
+    : Session(std::move(model), std::move(options)) {
+    if (previous) m->takeOver(*previous->m);
+}
+
+void Session::Impl::takeOver(Impl& p) {
+    if (!p.started || !p.consistent || p.model != model || !p.opt.refreshable || !p.record || !p.record->complete) return;
+    const auto& po = p.opt;
+    if (po.attention.enabled != opt.attention.enabled ||
+        (opt.attention.enabled && (po.attention.layer != opt.attention.layer || po.attention.head != opt.attention.head)))
+        return;  // the full cache's captured rows are for another head
+    const int64_t T = static_cast<int64_t>(opt.prompt.size()), Tp = static_cast<int64_t>(po.prompt.size());
+    int64_t k = 0;
+    while (k < std::min(T, Tp) && opt.prompt[k] == po.prompt[k]) ++k;
+    const bool sameContext = k == T && k == Tp && po.teacherForced == opt.teacherForced &&
+                             po.continuation == opt.continuation && sameSampling(po.sampling, opt.sampling) &&
+                             p.fullStepsComplete && static_cast<int64_t>(p.fullSteps.size()) == p.steps + 1 &&
+                             static_cast<int64_t>(p.published.size()) == p.steps + 1;
+    if (sameContext) {
+        // Every run the edit left as it was keeps its results, step for step.
+        std::vector<bool> taken(p.runs.size(), false);
+        auto take = [&](size_t r, size_t j) {
+            runs[r] = std::move(p.runs[j]);
+            samplers[r] = p.samplers[j];
+            metrics[r] = std::move(p.metrics[j]);
+            generated[r] = std::move(p.generated[j]);
+            fidelity[r] = std::move(p.fidelity[j]);
+            failure[r] = std::move(p.failure[j]);
+            takenFrom[r] = static_cast<int>(j);
+            taken[j] = true;
+        };
+        take(0, 0);
+        for (size_t r = 1; r < runs.size(); ++r)
+            for (size_t j = 1; j < p.runs.size(); ++j)
+                if (!taken[j] && sameConfig(runs[r]->config(), p.runs[j]->config()) &&
+                    runs[r]->budgets().perLayer == p.runs[j]->budgets().perLayer &&
+                    runs[r]->budgets().compress == p.runs[j]->budgets().compress &&
+                    runs[r]->budgets().note == p.runs[j]->budgets().note) {
+                    take(r, j);
+                    break;
+                }
+        record = p.record;
+        fullSteps = std::move(p.fullSteps);
+        fullStepBytes = p.fullStepBytes;
+        previousTraces = std::move(p.published);
+        previousTokens = p.tokens;
+        catchUp = p.steps;
+        reused.promptTokens = T;
+        reused.steps = p.steps;
+        for (int t : takenFrom) reused.runsKept += t >= 0 ? 1 : 0;
+        return;
+    }
+    // A shared prefix: the full cache goes back to it (at least one token is
+    // read again: the logits after the prompt) and reads the rest.
+    const int64_t keep = std::min(k, T - 1);
+    if (keep < 1) return;
+    runs[0] = std::move(p.runs[0]);
+    runs[0]->rewind(keep, T);
+    record = std::make_shared<PromptRecord>(p.record->prefix(keep));
+    reused.promptTokens = keep;
 }
 
 Session::~Session() = default;
 
 const SessionOptions& Session::options() const { return m->opt; }
+const Reuse& Session::reuse() const { return m->reused; }
 int64_t Session::stepsDone() const { return m->steps; }
 void Session::setCancelFlag(const std::atomic<bool>* flag) { m->cancel = flag; }
 
@@ -156,69 +274,123 @@ std::shared_ptr<const Trace> Session::Impl::start() {
     // 128: 0.83 -> 0.73 ms per step; bench, 1 thread).
     c10::InferenceMode inference;
     checkCancel();
-    // One shared prefill: the full run reads the prompt for itself and every
-    // run that reads it with full attention (PolicyRun::readPromptSharing);
-    // the others read it their own way alongside; then the followers fork
-    // the full cache and compress it, in parallel.
-    std::vector<PolicyRun*> followers;
-    for (size_t r = 1; r < runs.size(); ++r)
-        if (runs[r]->sharesPrefill()) followers.push_back(runs[r].get());
-    auto follows = [&](size_t r) { return std::find(followers.begin(), followers.end(), runs[r].get()) != followers.end(); };
-    eachRun(
-        [&](size_t r, const std::function<void()>& check) {
-            if (r == 0)
-                runs[0]->readPromptSharing(opt.prompt, followers, check);
-            else if (!follows(r))
-                runs[r]->readPrompt(opt.prompt, check);
-        },
-        promptOrder());
-    eachRun([&](size_t r, const std::function<void()>& check) {
-        if (r == 0 || !follows(r)) return;
-        check();
-        runs[r]->finishSharedPrompt();
-    });
+    readPrompt();
     tokens = opt.prompt;
     appendLabels(opt.prompt);
     started = true;
     measure();
-    return trace();
+    return publish(trace());
+}
+
+void Session::Impl::readPrompt() {
+    // One shared prefill: the full cache reads the prompt, recording what
+    // each layer computed (PromptRecord); every run that reads the prompt
+    // with full attention replays that record (PolicyRun::sharesPrefill);
+    // the others read it their own way alongside.
+    const bool fullReads = takenFrom[0] < 0;
+    std::vector<size_t> followers, readers;
+    for (size_t r = 1; r < runs.size(); ++r) {
+        if (takenFrom[r] >= 0) continue;
+        (runs[r]->sharesPrefill() ? followers : readers).push_back(r);
+    }
+    auto replayAll = [&](size_t r) {
+        for (const KnownRows& rows : record->chunks) runs[r]->replayChunk(rows);
+        runs[r]->finishReplay(record->logits);
+    };
+    if (fullReads && !record) {
+        // From the start: each chunk the full cache reads is replayed by the
+        // followers at once (on its thread), then kept while the record
+        // stays under its cap (and only for a refreshable Session).
+        record = std::make_shared<PromptRecord>();
+        const ModelConfig& c = model->config();
+        const double perToken = double(c.numLayers) * double(c.numHeads + 2 * c.numKvHeads) * double(c.headDim) *
+                                double(at::elementSize(model->dtype()));
+        const bool keep = opt.refreshable && perToken * double(opt.prompt.size()) <= double(kRecordBytes);
+        record->complete = keep;
+        auto onChunk = [&](const KnownRows& rows) {
+            for (size_t r : followers) runs[r]->replayChunk(rows);
+            if (!keep) {
+                KnownRows& last = record->chunks.back();
+                const auto n = static_cast<size_t>(c.numLayers);
+                for (auto* list : {&last.q, &last.k, &last.v}) list->assign(n, at::Tensor());
+            }
+        };
+        std::vector<size_t> order{0};
+        order.insert(order.end(), readers.begin(), readers.end());
+        std::stable_partition(order.begin(), order.end(), [&](size_t r) { return runs[r]->readsPromptTokenByToken(); });
+        runInRuns(order, [&](size_t r, const std::function<void()>& check) {
+            if (r == 0)
+                runs[0]->readPromptRecording(opt.prompt, *record, onChunk, check);
+            else
+                runs[r]->readPrompt(opt.prompt, check);
+        });
+        for (size_t r : followers) runs[r]->finishReplay(record->logits);
+        reused.runsReplayed = static_cast<int>(followers.size());
+        reused.runsRead = static_cast<int>(readers.size()) + 1;
+        if (!keep) record->chunks.clear();
+        return;
+    }
+    // Taking over: the full cache reads what its prefix lacks (if anything)
+    // alongside the runs that read the prompt themselves; the followers
+    // replay the record once it is whole.
+    std::vector<size_t> first = readers;
+    std::stable_partition(first.begin(), first.end(), [&](size_t r) { return runs[r]->readsPromptTokenByToken(); });
+    if (fullReads) first.insert(first.begin(), 0);
+    else first.insert(first.end(), followers.begin(), followers.end());
+    auto job = [&](size_t r, const std::function<void()>& check) {
+        if (r == 0)
+            runs[0]->readPromptRecording(opt.prompt, *record, {}, check);
+        else if (runs[r]->sharesPrefill())
+            replayAll(r);
+        else
+            runs[r]->readPrompt(opt.prompt, check);
+    };
+    runInRuns(first, job);
+    if (fullReads) runInRuns(followers, job);
+    reused.runsReplayed = static_cast<int>(followers.size());
+    reused.runsRead = static_cast<int>(readers.size()) + (fullReads ? 1 : 0);
 }
 
 std::shared_ptr<const Trace> Session::Impl::step() {
     c10::InferenceMode inference;
+    // Cancelled only here, before anything changes: a step is short, and a
+    // Session left whole can be taken over by the next one.
     checkCancel();
+    consistent = false;
     const size_t R = runs.size();
+    const int64_t s = steps, position = static_cast<int64_t>(tokens.size());
     std::vector<int64_t> next(R);
+    // While catching up, the full cache's token is the one it read before.
+    const bool replaying = !computed(0, s + 1);
     if (opt.teacherForced) {
-        const int64_t s = steps;
-        const int64_t t = s < static_cast<int64_t>(opt.continuation.size()) ? opt.continuation[s]
-                                                                           : samplers[0].next(runs[0]->logits());
+        const int64_t t = replaying ? previousTokens.at(static_cast<size_t>(position))
+                          : s < static_cast<int64_t>(opt.continuation.size()) ? opt.continuation[s]
+                                                                              : samplers[0].next(runs[0]->logits());
         if (t < 0 || t >= model->config().vocabSize)
             throw ArgumentError("continuation token id " + std::to_string(t) + " is outside the vocabulary");
         next.assign(R, t);
         // The token read next is the target every run's last prediction is scored on.
         for (size_t r = 0; r < R; ++r)
-            if (failure[r].empty())
+            if (failure[r].empty() && computed(r, s + 1))
                 metrics[r].back().targetLogProb = at::log_softmax(runs[r]->logits().to(at::kDouble), -1)[t].item<double>();
     } else {
         for (size_t r = 0; r < R; ++r)
-            if (failure[r].empty()) next[r] = samplers[r].next(runs[r]->logits());
+            if (failure[r].empty() && computed(r, s + 1)) next[r] = samplers[r].next(runs[r]->logits());
+        if (replaying) next[0] = previousTokens.at(static_cast<size_t>(position));
     }
-    checkCancel();
     // One batched forward for every run still going: the weights are read
     // once a step, each run attends over its own cache (Model::forward(segments)).
     std::vector<Model::Segment> segments;
-    std::vector<size_t> slot(R, R);
+    std::vector<size_t> slot(R, R), stepping;
     for (size_t r = 0; r < R; ++r)
-        if (failure[r].empty()) {  // a stopped run reads nothing more
+        if (failure[r].empty() && computed(r, s + 1)) {  // a stopped run reads nothing more
             slot[r] = segments.size();
             segments.push_back(runs[r]->beginToken(next[r]));
+            stepping.push_back(r);
         }
-    std::vector<ForwardResult> results = model->forward(segments);
+    std::vector<ForwardResult> results = segments.empty() ? std::vector<ForwardResult>() : model->forward(segments);
     // What each run's policy does with its token (trims) runs in parallel.
-    eachRun([&](size_t r, const std::function<void()>& check) {
-        if (slot[r] == R) return;
-        check();
+    runInRuns(stepping, [&](size_t r, const std::function<void()>&) {
         runs[r]->endToken(std::move(results[slot[r]]));
         generated[r].push_back(next[r]);
     });
@@ -226,42 +398,57 @@ std::shared_ptr<const Trace> Session::Impl::step() {
     appendLabels({next[0]});
     ++steps;
     measure();
-    return trace();
+    return publish(trace());
+}
+
+FullStep Session::Impl::fullStep() const {
+    const PolicyRun& full = *runs[0];
+    FullStep f;
+    f.logp = at::log_softmax(full.logits().to(at::kDouble), -1);
+    f.argmax = full.logits().argmax().item<int64_t>();
+    // The latest attention and outputs, every layer, read once for all runs.
+    if (opt.teacherForced) {
+        f.attn = at::stack(full.lastAttention()).to(at::kCPU, at::kFloat);  // [L, Hq, T]
+        f.outputs = at::stack(full.lastOutputs());                           // [L, Hq, D]
+    }
+    return f;
 }
 
 void Session::Impl::measure() {
     const ModelConfig& c = model->config();
-    const PolicyRun& full = *runs[0];
     const int64_t position = static_cast<int64_t>(tokens.size()) - 1;
     // Nothing can be compared with a full cache whose logits are NaN; a
     // policy run whose logits are stops, with the reason in its trace, and
     // the others go on.
-    if (const std::string problem = full.nonFiniteLogits(position); !problem.empty())
-        throw ModelError("the full cache's " + problem + "; no run can be compared with it");
-    for (size_t r = 1; r < runs.size(); ++r)
-        if (failure[r].empty()) failure[r] = runs[r]->nonFiniteLogits(position);
-    at::Tensor logpFull = at::log_softmax(full.logits().to(at::kDouble), -1);
-    const int64_t fullArgmax = full.logits().argmax().item<int64_t>();
-    // The full cache's latest attention and outputs, every layer, read once for all runs.
-    at::Tensor fullAttn, fullOutputs;
-    if (opt.teacherForced) {
-        fullAttn = at::stack(full.lastAttention()).to(at::kCPU, at::kFloat);  // [L, Hq, T]
-        fullOutputs = at::stack(full.lastOutputs());                           // [L, Hq, D]
+    FullStep fresh;
+    if (computed(0, steps)) {
+        if (const std::string problem = runs[0]->nonFiniteLogits(position); !problem.empty())
+            throw ModelError("the full cache's " + problem + "; no run can be compared with it");
+        fresh = fullStep();
+        if (opt.refreshable && fullStepsComplete && fullStepBytes + fresh.bytes() <= kFullStepBytes) {
+            fullStepBytes += fresh.bytes();
+            fullSteps.push_back(fresh);
+        } else {
+            fullStepsComplete = false;
+        }
     }
+    const FullStep& full = computed(0, steps) ? fresh : fullSteps.at(static_cast<size_t>(steps));
+    for (size_t r = 1; r < runs.size(); ++r)
+        if (failure[r].empty() && computed(r, steps)) failure[r] = runs[r]->nonFiniteLogits(position);
     for (size_t r = 0; r < runs.size(); ++r) {
         const PolicyRun& run = *runs[r];
-        if (!failure[r].empty()) continue;
+        if (!failure[r].empty() || !computed(r, steps)) continue;
         StepMetrics sm;
         sm.position = position;
         sm.argmax = run.logits().argmax().item<int64_t>();
-        sm.top1Agrees = sm.argmax == fullArgmax;
+        sm.top1Agrees = sm.argmax == full.argmax;
         sm.targetLogProb = std::nan("");
         if (!opt.teacherForced) {
             // Each run read its own text: no distribution of the full cache's to compare with.
             sm.kl = sm.retainedMass = sm.outputCosine = std::nan("");
         } else {
             at::Tensor logp = at::log_softmax(run.logits().to(at::kDouble), -1);
-            sm.kl = (logpFull.exp() * (logpFull - logp)).sum().item<double>();
+            sm.kl = (full.logp.exp() * (full.logp - logp)).sum().item<double>();
         }
         fidelity[r].assign(c.numLayers, {});
         if (!opt.teacherForced) {  // different contexts: nothing to compare per layer
@@ -272,9 +459,9 @@ void Session::Impl::measure() {
         std::vector<at::Tensor> masks;
         for (int64_t l = 0; l < c.numLayers; ++l) masks.push_back(run.heldMask(l));
         const at::Tensor held = at::stack(masks).repeat_interleave(c.groupSize(), 1).to(at::kFloat);  // [L, Hq, T]
-        const at::Tensor mass = (fullAttn * held).sum(-1).contiguous();
+        const at::Tensor mass = (full.attn * held).sum(-1).contiguous();
         const at::Tensor cos =
-            at::cosine_similarity(at::stack(run.lastOutputs()), fullOutputs, -1).to(at::kCPU, at::kFloat).contiguous();
+            at::cosine_similarity(at::stack(run.lastOutputs()), full.outputs, -1).to(at::kCPU, at::kFloat).contiguous();
         const int64_t Hq = mass.size(1);
         double massSum = 0, cosSum = 0;
         for (int64_t l = 0; l < c.numLayers; ++l) {
@@ -306,19 +493,33 @@ std::shared_ptr<const Trace> Session::Impl::trace() const {
     t->teacherForced = opt.teacherForced;
     t->slidingWindow = c.slidingWindow.value_or(0);
     for (size_t r = 0; r < runs.size(); ++r) {
+        if (!computed(r, steps)) {
+            // Taken over: what the previous Session published at this step.
+            const Trace& before = *previousTraces.at(static_cast<size_t>(steps));
+            t->policies.push_back(before.policies.at(static_cast<size_t>(takenFrom[r])));
+            if (opt.attention.enabled) t->attention.push_back(before.attention.at(static_cast<size_t>(takenFrom[r])));
+            continue;
+        }
         PolicyTrace pt;
         runs[r]->fillTrace(pt);
         pt.generated = generated[r];
         pt.metrics = metrics[r];
         pt.failure = failure[r].empty() ? std::string() : "stopped: " + failure[r];
-        for (size_t i = 0; i < pt.generated.size() && pt.divergedAt < 0; ++i)
-            if (pt.generated[i] != generated[0][i]) pt.divergedAt = static_cast<int64_t>(i);
         for (size_t l = 0; l < pt.layers.size() && l < fidelity[r].size(); ++l) {
             pt.layers[l].retainedMass = fidelity[r][l].retainedMass;
             pt.layers[l].outputCosine = fidelity[r][l].outputCosine;
         }
         t->policies.push_back(std::move(pt));
         if (opt.attention.enabled) t->attention.push_back(runs[r]->attentionMap());
+    }
+    // Where each run first generated otherwise than the full cache (after
+    // the runs are assembled: a run computed here is compared with a full
+    // cache taken over).
+    const std::vector<int64_t>& fullGenerated = t->policies[0].generated;
+    for (PolicyTrace& pt : t->policies) {
+        pt.divergedAt = -1;
+        for (size_t i = 0; i < pt.generated.size() && i < fullGenerated.size() && pt.divergedAt < 0; ++i)
+            if (pt.generated[i] != fullGenerated[i]) pt.divergedAt = static_cast<int64_t>(i);
     }
     return t;
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/policy/budget.h"
@@ -32,6 +33,22 @@ struct SessionOptions {
         bool enabled = false;
         int64_t layer = 0, head = 0;     // query head
     } attention;
+    // Keep what a later Session needs to take over after an edit (the
+    // interactive refresh): the full cache's prompt record (its queries,
+    // keys and values: about 1 + 2/G times the KV cache of the prompt), its
+    // per-step results and the published Traces. The GUI sets it; a batch
+    // run (compare, export, needle) need not hold that memory.
+    bool refreshable = false;
+};
+
+// What a Session took over from the one before it (Session's third constructor).
+struct Reuse {
+    int64_t promptTokens = 0;   // prompt tokens the full cache did not read again
+    int64_t steps = 0;          // decode steps whose results were taken over (kept runs)
+    int runsKept = 0;           // runs (the full cache included) whose results were taken over
+    int runsReplayed = 0;       // runs that replayed the full cache's prompt record instead of reading it
+    int runsRead = 0;           // runs that read the prompt themselves
+    std::string text() const;   // one line, e.g. "kept 4 of 6 runs and 16 steps; 2 replayed the prompt"
 };
 
 // Thrown out of start()/step() when the cancel flag is raised.
@@ -42,6 +59,18 @@ public:
     // Validates the options (budgets, policies, capture indices): throws
     // ArgumentError naming what is wrong.
     Session(std::shared_ptr<const Model> model, SessionOptions options);
+    // The interactive refresh (issue 17): a Session after an edit, taking
+    // over from `previous` (a started, refreshable Session on the same
+    // model, which it consumes) what the edit left valid. Same prompt and
+    // continuation: the full cache and every run whose policy, parameters
+    // and budgets are unchanged keep their results, step for step; the
+    // others replay the prompt record (prefill_once, prefill_then_step) or
+    // read the prompt, then catch up. A prompt that shares a prefix with the
+    // previous one: the full cache goes back to that prefix and reads the
+    // rest (the policies replay the extended record). Anything else starts
+    // afresh. The Traces are those of a new Session (within 1e-5 where the
+    // full cache read the prompt in other chunks).
+    Session(std::shared_ptr<const Model> model, SessionOptions options, std::unique_ptr<Session> previous);
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
@@ -54,6 +83,8 @@ public:
     const SessionOptions& options() const;
     // Checked between tokens; when it becomes true, start()/step() throw Cancelled.
     void setCancelFlag(const std::atomic<bool>* flag);
+    // What was taken over from the previous Session (zeros without one).
+    const Reuse& reuse() const;
 
     struct Impl;
 

@@ -1,0 +1,215 @@
+// The interactive refresh (issue 17): a Session built after an edit from
+// the previous one gives the Traces a new Session gives — step for step,
+// every run — while reading only what the edit invalidated. Same prompt:
+// bit for bit (the runs kept, and the ones replaying the prompt record that
+// a new Session replays the same way). A prompt sharing a prefix: the full
+// cache reads the rest in other chunks, so logits agree within 1e-5 and
+// the kept sets are the same.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/model/model.h"
+#include "core/run/session.h"
+#include "tests/core/test_models.h"
+
+using namespace kvlens;
+
+namespace {
+
+constexpr int kSteps = 5;
+
+std::shared_ptr<const Model> refreshModel() {
+    static test::ScratchDir dir("refresh");
+    static std::shared_ptr<const Model> model = [] {
+        test::ModelOptions o;
+        o.maxPositions = 256;
+        o.scale = 2.0f;
+        test::makeRandomModel(Family::Qwen2, o, 91, dir.path());
+        return std::shared_ptr<const Model>(Model::load(dir.path()));
+    }();
+    return model;
+}
+
+SessionOptions options(const std::vector<std::string>& policies, const std::string& budget,
+                       std::vector<int64_t> prompt = {}) {
+    SessionOptions so;
+    so.prompt = prompt.empty() ? test::randomTokens(40, refreshModel()->config().vocabSize, 5) : std::move(prompt);
+    for (const auto& p : policies) so.policies.push_back(parsePolicySpec(p));
+    so.budget = parseBudget(budget);
+    so.attention = {true, 1, 3};  // as the GUI: one captured map
+    so.refreshable = true;
+    return so;
+}
+
+const std::vector<std::string> kPolicies{"streaming", "h2o", "tova", "snapkv", "pyramidkv", "h2o:schedule=every_step",
+                                         "knorm", "lru"};
+
+std::vector<std::shared_ptr<const Trace>> runAll(Session& s, int steps) {
+    std::vector<std::shared_ptr<const Trace>> out{s.start()};
+    for (int i = 0; i < steps; ++i) out.push_back(s.step());
+    return out;
+}
+
+bool close(double a, double b, double tol) {
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+    return std::abs(a - b) <= tol * std::max(1.0, std::abs(b));
+}
+
+// Everything a view shows: exact (tol 0) or within tol.
+void expectSameTraces(const std::vector<std::shared_ptr<const Trace>>& got,
+                      const std::vector<std::shared_ptr<const Trace>>& want, double tol, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t s = 0; s < got.size(); ++s) {
+        const Trace &g = *got[s], &w = *want[s];
+        const std::string at = what + ", step " + std::to_string(s);
+        EXPECT_EQ(g.step, w.step) << at;
+        EXPECT_EQ(g.tokens, w.tokens) << at;
+        EXPECT_EQ(g.labels, w.labels) << at;
+        ASSERT_EQ(g.policies.size(), w.policies.size()) << at;
+        ASSERT_EQ(g.attention.size(), w.attention.size()) << at;
+        for (size_t r = 0; r < g.policies.size(); ++r) {
+            const PolicyTrace &gp = g.policies[r], &wp = w.policies[r];
+            const std::string run = at + ", " + wp.label;
+            EXPECT_EQ(gp.label, wp.label) << run;
+            EXPECT_EQ(gp.schedule, wp.schedule) << run;
+            EXPECT_EQ(gp.generated, wp.generated) << run;
+            EXPECT_EQ(gp.divergedAt, wp.divergedAt) << run;
+            EXPECT_EQ(gp.bytesHeld, wp.bytesHeld) << run;
+            ASSERT_EQ(gp.layers.size(), wp.layers.size()) << run;
+            for (size_t l = 0; l < gp.layers.size(); ++l) {
+                EXPECT_EQ(gp.layers[l].budget, wp.layers[l].budget) << run;
+                for (size_t h = 0; h < gp.layers[l].heads.size(); ++h) {
+                    EXPECT_EQ(gp.layers[l].heads[h].status, wp.layers[l].heads[h].status) << run << " layer " << l;
+                    EXPECT_EQ(gp.layers[l].heads[h].held, wp.layers[l].heads[h].held) << run << " layer " << l;
+                }
+                for (size_t h = 0; h < gp.layers[l].retainedMass.size(); ++h)
+                    EXPECT_TRUE(close(gp.layers[l].retainedMass[h], wp.layers[l].retainedMass[h], tol)) << run;
+            }
+            ASSERT_EQ(gp.metrics.size(), wp.metrics.size()) << run;
+            for (size_t i = 0; i < gp.metrics.size(); ++i) {
+                const StepMetrics &a = gp.metrics[i], &b = wp.metrics[i];
+                EXPECT_EQ(a.argmax, b.argmax) << run;
+                EXPECT_TRUE(close(a.kl, b.kl, tol)) << run << " kl " << a.kl << " vs " << b.kl;
+                EXPECT_TRUE(close(a.targetLogProb, b.targetLogProb, tol)) << run;
+                EXPECT_TRUE(close(a.retainedMass, b.retainedMass, tol)) << run;
+                EXPECT_TRUE(close(a.outputCosine, b.outputCosine, tol)) << run;
+            }
+            const AttentionMap &ga = g.attention[r], &wa = w.attention[r];
+            ASSERT_EQ(ga.values.size(), wa.values.size()) << run;
+            for (size_t i = 0; i < ga.values.size(); ++i)
+                if (!close(ga.values[i], wa.values[i], tol)) {
+                    ADD_FAILURE() << run << ": attention value " << i << " " << ga.values[i] << " vs " << wa.values[i];
+                    break;
+                }
+        }
+    }
+}
+
+// Runs `before` for `stepsBefore` steps, then `after` taking over from it,
+// and compares with `after` computed afresh. Returns what was taken over.
+Reuse refreshEqualsFresh(const SessionOptions& before, const SessionOptions& after, double tol, const std::string& what,
+                         int stepsBefore = kSteps, int stepsAfter = kSteps) {
+    auto previous = std::make_unique<Session>(refreshModel(), before);
+    runAll(*previous, stepsBefore);
+    Session refreshed(refreshModel(), after, std::move(previous));
+    const auto got = runAll(refreshed, stepsAfter);
+    Session fresh(refreshModel(), after);
+    const auto want = runAll(fresh, stepsAfter);
+    expectSameTraces(got, want, tol, what);
+    return refreshed.reuse();
+}
+
+}  // namespace
+
+TEST(Refresh, ABudgetEditKeepsTheFullCacheAndReplaysThePrompt) {
+    const Reuse r = refreshEqualsFresh(options(kPolicies, "16"), options(kPolicies, "12"), 0, "budget 16 -> 12");
+    EXPECT_EQ(r.runsKept, 1);  // the full cache
+    EXPECT_EQ(r.steps, kSteps);
+    EXPECT_EQ(r.runsReplayed, 5);  // h2o, tova (prefill_then_step), snapkv, pyramidkv, knorm (prefill_once)
+    EXPECT_EQ(r.runsRead, 3);      // streaming, h2o every_step, lru
+}
+
+TEST(Refresh, AParameterEditRerunsThatPolicyOnly) {
+    std::vector<std::string> edited = kPolicies;
+    edited[3] = "snapkv:window=4";
+    const Reuse r = refreshEqualsFresh(options(kPolicies, "16"), options(edited, "16"), 0, "snapkv window");
+    EXPECT_EQ(r.runsKept, static_cast<int>(kPolicies.size()));  // all but snapkv, plus the full cache
+    EXPECT_EQ(r.runsReplayed, 1);
+    EXPECT_EQ(r.runsRead, 0);
+}
+
+TEST(Refresh, PoliciesAddedRemovedAndReordered) {
+    const Reuse r = refreshEqualsFresh(options({"h2o", "streaming", "tova"}, "16"),
+                                       options({"tova", "window", "h2o"}, "16"), 0, "reordered");
+    EXPECT_EQ(r.runsKept, 3);  // full, tova, h2o
+    EXPECT_EQ(r.runsRead, 1);  // window
+}
+
+TEST(Refresh, MoreStepsContinueEveryRun) {
+    const Reuse r = refreshEqualsFresh(options(kPolicies, "16"), options(kPolicies, "16"), 0, "more steps", 2, kSteps);
+    EXPECT_EQ(r.runsKept, static_cast<int>(kPolicies.size()) + 1);
+    EXPECT_EQ(r.steps, 2);
+}
+
+TEST(Refresh, FreeRunningWithSamplingKeepsEachRunsText) {
+    SessionOptions before = options({"h2o", "streaming", "snapkv"}, "12"), after = before;
+    before.teacherForced = after.teacherForced = false;
+    before.sampling.greedy = after.sampling.greedy = false;
+    before.sampling.seed = after.sampling.seed = 7;
+    after.policies[2] = parsePolicySpec("snapkv:window=4");
+    const Reuse r = refreshEqualsFresh(before, after, 0, "free-running");
+    EXPECT_EQ(r.runsKept, 3);
+}
+
+TEST(Refresh, AnAppendedPromptContinuesTheFullCache) {
+    const auto prompt = test::randomTokens(40, refreshModel()->config().vocabSize, 5);
+    auto longer = prompt;
+    for (int64_t t : test::randomTokens(7, refreshModel()->config().vocabSize, 6)) longer.push_back(t);
+    const Reuse r = refreshEqualsFresh(options(kPolicies, "16", prompt), options(kPolicies, "16", longer), 1e-5, "append");
+    EXPECT_EQ(r.promptTokens, 40);
+    EXPECT_EQ(r.runsKept, 0);
+    EXPECT_EQ(r.runsReplayed, 5);
+}
+
+TEST(Refresh, AnEditInTheMiddleAndAShorterPromptKeepThePrefix) {
+    const auto prompt = test::randomTokens(40, refreshModel()->config().vocabSize, 5);
+    auto middle = prompt;
+    middle[25] = (middle[25] + 1) % refreshModel()->config().vocabSize;
+    EXPECT_EQ(refreshEqualsFresh(options(kPolicies, "16", prompt), options(kPolicies, "16", middle), 1e-5, "middle")
+                  .promptTokens,
+              25);
+    const std::vector<int64_t> shorter(prompt.begin(), prompt.begin() + 30);
+    EXPECT_EQ(refreshEqualsFresh(options(kPolicies, "16", prompt), options(kPolicies, "16", shorter), 1e-5, "shorter")
+                  .promptTokens,
+              29);  // the last token is read again: the logits after it
+}
+
+TEST(Refresh, ChainedRefreshesAndWhatCannotBeTakenOver) {
+    // A refresh of a refresh.
+    auto first = std::make_unique<Session>(refreshModel(), options(kPolicies, "16"));
+    runAll(*first, kSteps);
+    auto second = std::make_unique<Session>(refreshModel(), options(kPolicies, "12"), std::move(first));
+    runAll(*second, kSteps);
+    std::vector<std::string> edited = kPolicies;
+    edited[1] = "h2o:recent=3";
+    Session third(refreshModel(), options(edited, "12"), std::move(second));
+    const auto got = runAll(third, kSteps);
+    Session fresh(refreshModel(), options(edited, "12"));
+    expectSameTraces(got, runAll(fresh, kSteps), 0, "chained");
+    EXPECT_EQ(third.reuse().runsKept, static_cast<int>(kPolicies.size()));
+
+    // Another captured head, a Session that was not refreshable, one that never started: afresh.
+    SessionOptions head = options(kPolicies, "16");
+    head.attention.head = 2;
+    auto previous = std::make_unique<Session>(refreshModel(), options(kPolicies, "16"));
+    runAll(*previous, 1);
+    EXPECT_EQ(Session(refreshModel(), head, std::move(previous)).reuse().text(), "computed afresh");
+    SessionOptions plain = options(kPolicies, "16");
+    plain.refreshable = false;
+    previous = std::make_unique<Session>(refreshModel(), plain);
+    runAll(*previous, 1);
+    EXPECT_EQ(Session(refreshModel(), options(kPolicies, "16"), std::move(previous)).reuse().runsKept, 0);
+    previous = std::make_unique<Session>(refreshModel(), options(kPolicies, "16"));
+    EXPECT_EQ(Session(refreshModel(), options(kPolicies, "16"), std::move(previous)).reuse().runsKept, 0);
+}
