@@ -73,9 +73,70 @@ at::Tensor attentionMask(const AttentionInput& in, int64_t n, int64_t S) {
     return allowed;
 }
 
+// A decode step's attention on the CPU in f32 (one query per head): the
+// scores by host loops into one tensor, one softmax, the weighted sum of
+// the values by host loops: two ATen ops per run and layer instead of a
+// dozen small ones (a lockstep step of six runs at SmolLM2-135M's shape
+// spent 13.5 ms in those). Masks as attentionMask() for one query: invalid
+// columns, keys outside the model's sliding window. Not for bands (they are
+// prompt reads) or other dtypes and devices: the tensor code below.
+bool decodesOnHost(const AttentionInput& in) {
+    return in.q.size(1) == 1 && !in.band && in.q.is_cpu() && in.q.scalar_type() == at::kFloat && in.kv.k.is_cpu() &&
+           in.kv.k.scalar_type() == at::kFloat && in.kv.v.scalar_type() == at::kFloat && in.kv.k.stride(2) == 1 &&
+           in.kv.v.stride(2) == 1 && (!in.kv.valid.defined() || in.kv.valid.stride(1) == 1);
+}
+
+at::Tensor attendOneQueryOnHost(const AttentionInput& in, at::Tensor* probsOut) {
+    const int64_t Hq = in.q.size(0), D = in.q.size(2), Hkv = in.kv.k.size(0), S = in.kv.k.size(1), G = Hq / Hkv;
+    const at::Tensor q = in.q.contiguous();
+    const float* qp = q.data_ptr<float>();
+    const float *kp = in.kv.k.data_ptr<float>(), *vp = in.kv.v.data_ptr<float>();
+    const int64_t k0 = in.kv.k.stride(0), k1 = in.kv.k.stride(1), v0 = in.kv.v.stride(0), v1 = in.kv.v.stride(1);
+    const bool* valid = in.kv.valid.defined() ? in.kv.valid.data_ptr<bool>() : nullptr;
+    const int64_t valid0 = valid ? in.kv.valid.stride(0) : 0;
+    const bool window = in.slidingWindow && in.firstQueryPosition + 1 > *in.slidingWindow;
+    at::Tensor keyPos;
+    if (window) keyPos = in.keyPositions.contiguous();
+    const int64_t* kpos = window ? keyPos.data_ptr<int64_t>() : nullptr;
+    const int64_t oldest = window ? in.firstQueryPosition - *in.slidingWindow : 0;  // keys at or before it are out
+    const float scale = static_cast<float>(1.0 / std::sqrt(double(D)));
+    at::Tensor scores = at::empty({Hq, 1, S}, q.options());
+    float* sp = scores.data_ptr<float>();
+    for (int64_t h = 0; h < Hkv; ++h)
+        for (int64_t s = 0; s < S; ++s) {
+            const bool visible = (!valid || valid[h * valid0 + s]) && (!kpos || kpos[h * S + s] > oldest);
+            const float* kr = kp + h * k0 + s * k1;
+            for (int64_t g = 0; g < G; ++g) {
+                const float* qr = qp + (h * G + g) * D;
+                float dot = 0;
+                #pragma omp simd reduction(+ : dot)
+                for (int64_t d = 0; d < D; ++d) dot += qr[d] * kr[d];
+                sp[(h * G + g) * S + s] = visible ? dot * scale : -INFINITY;
+            }
+        }
+    const at::Tensor probs = at::softmax(scores, -1);
+    const float* pp = probs.data_ptr<float>();
+    at::Tensor out = at::zeros({Hq, 1, D}, q.options());
+    float* op = out.data_ptr<float>();
+    for (int64_t h = 0; h < Hkv; ++h)
+        for (int64_t s = 0; s < S; ++s) {
+            const float* vr = vp + h * v0 + s * v1;
+            for (int64_t g = 0; g < G; ++g) {
+                const float p = pp[(h * G + g) * S + s];
+                if (p == 0.0f) continue;  // masked (or underflowed): adds nothing
+                float* o = op + (h * G + g) * D;
+                #pragma omp simd
+                for (int64_t d = 0; d < D; ++d) o[d] += p * vr[d];
+            }
+        }
+    if (probsOut) *probsOut = probs;
+    return out;
+}
+
 // Grouped-query attention without expanding the cache to Hq heads: query
 // head h reads KV head h / G (HF's repeat_kv order).
 at::Tensor attend(const AttentionInput& in, at::Tensor* probsOut) {
+    if (decodesOnHost(in)) return attendOneQueryOnHost(in, probsOut);
     const int64_t Hq = in.q.size(0), n = in.q.size(1), D = in.q.size(2);
     const int64_t Hkv = in.kv.k.size(0), S = in.kv.k.size(1), G = Hq / Hkv;
     at::Tensor qg = in.q.reshape({Hkv, G * n, D});
@@ -153,38 +214,42 @@ std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) 
     std::vector<ForwardResult> results(R);
     for (auto& res : results) res.attention.resize(c.numLayers);
     const bool gpt2 = c.family == Family::Gpt2;
-    // Rotary angles per segment, computed once per distinct start (every
-    // layer rotates from the same position unless re-rotation moved some).
-    std::vector<Rope::Angles> angles(R);
-    std::vector<int64_t> anglesStart(R, -1);
+    // Rotary angles of every row, computed again only when a layer rotates
+    // from other positions than the one before (re-rotated caches).
+    Rope::Angles angles;
+    std::vector<int64_t> rotary(static_cast<size_t>(rows)), anglesFor;
     std::vector<at::Tensor> outputs(R);
     for (int64_t l = 0; l < c.numLayers; ++l) {
         const LayerWeights& lw = w.layers[l];
         at::Tensor h = gpt2 ? at::layer_norm(x, {c.hiddenSize}, lw.attnNorm, lw.attnNormBias, c.normEps)
                             : rmsNorm(x, lw.attnNorm, c.normEps);
-        const at::Tensor qAll = rowLinear(h, lw.wq, lw.bq), kAll = rowLinear(h, lw.wk, lw.bk),
-                         vAll = rowLinear(h, lw.wv, lw.bv);
+        // Every run's rows at once: projections, q/k norms and rotation are
+        // row by row, so each row's values are those of its run alone.
+        at::Tensor qs = splitHeads(rowLinear(h, lw.wq, lw.bq), c.numHeads, c.headDim);   // [Hq, rows, D]
+        at::Tensor ks = splitHeads(rowLinear(h, lw.wk, lw.bk), c.numKvHeads, c.headDim); // [Hkv, rows, D]
+        const at::Tensor vs = splitHeads(rowLinear(h, lw.wv, lw.bv), c.numKvHeads, c.headDim);
+        if (c.qkNorm) {
+            qs = rmsNorm(qs, lw.qNorm, c.normEps);
+            ks = rmsNorm(ks, lw.kNorm, c.normEps);
+        }
+        if (m->rope) {
+            for (size_t r = 0; r < R; ++r) {
+                const int64_t r0 = segments[r].cache->rotaryPosition(l);
+                for (int64_t i = 0; i < count[r]; ++i) rotary[static_cast<size_t>(first[r] + i)] = r0 + i;
+            }
+            if (rotary != anglesFor) {
+                angles = m->rope->angles(onDevice(rotary));
+                anglesFor = rotary;
+            }
+            qs = Rope::apply(qs, angles);
+            ks = Rope::apply(ks, angles);
+        }
         for (size_t r = 0; r < R; ++r) {
             const Segment& seg = segments[r];
             const ForwardOptions& opt = *seg.options;
             KvCache& cache = *seg.cache;
             const int64_t n = count[r];
-            at::Tensor q = splitHeads(qAll.narrow(0, first[r], n), c.numHeads, c.headDim);
-            at::Tensor k = splitHeads(kAll.narrow(0, first[r], n), c.numKvHeads, c.headDim);
-            at::Tensor v = splitHeads(vAll.narrow(0, first[r], n), c.numKvHeads, c.headDim);
-            if (c.qkNorm) {
-                q = rmsNorm(q, lw.qNorm, c.normEps);
-                k = rmsNorm(k, lw.kNorm, c.normEps);
-            }
-            if (m->rope) {
-                const int64_t r0 = cache.rotaryPosition(l);
-                if (!angles[r].cos.defined() || r0 != anglesStart[r]) {
-                    angles[r] = m->rope->angles(at::arange(r0, r0 + n, longOpts));
-                    anglesStart[r] = r0;
-                }
-                q = Rope::apply(q, angles[r]);
-                k = Rope::apply(k, angles[r]);
-            }
+            const at::Tensor q = qs.narrow(1, first[r], n), k = ks.narrow(1, first[r], n), v = vs.narrow(1, first[r], n);
             AttentionInput in{q, cache.append(l, k, v), at::Tensor(), pos0[r], c.slidingWindow};
             if (!opt.band.empty()) in.band = &opt.band.at(static_cast<size_t>(l));
             if ((c.slidingWindow && pos0[r] + n > *c.slidingWindow) || in.band) in.keyPositions = cache.positionTensor(l);

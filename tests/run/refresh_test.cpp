@@ -213,3 +213,4 @@ TEST(Refresh, ChainedRefreshesAndWhatCannotBeTakenOver) {
     previous = std::make_unique<Session>(refreshModel(), options(kPolicies, "16"));
     EXPECT_EQ(Session(refreshModel(), options(kPolicies, "16"), std::move(previous)).reuse().runsKept, 0);
 }
+
