@@ -309,6 +309,7 @@ void PolicyRun::record(int64_t layer, std::vector<std::vector<int64_t>> position
     m_sparePositions = std::move(positionsBefore);  // the old plan's buffers, for the next state()
     last.reasons = std::move(plan.reasons);
     last.scores = plan.scores.defined() ? plan.scores.to(at::kCPU, at::kFloat).contiguous() : at::Tensor();
+    last.ranks.clear();
     const auto& before = last.positions;
     const float* sp = last.scores.defined() ? last.scores.data_ptr<float>() : nullptr;
     const int64_t stride = last.scores.defined() ? last.scores.size(1) : 0;
@@ -524,7 +525,9 @@ void PolicyRun::describeHeld(const LastPlan& last, size_t h, HeadTrace& ht) {
         if (r == KeepReason::Score && !std::isnan(s) && (std::isnan(ht.cutoff) || s < ht.cutoff)) ht.cutoff = s;
     }
     if (!row) return;
-    const std::vector<int32_t> ranks = ranksOfRow(row, static_cast<int64_t>(pos.size()));
+    if (last.ranks.size() != last.positions.size()) last.ranks.assign(last.positions.size(), {});
+    std::vector<int32_t>& ranks = last.ranks[h];
+    if (ranks.size() != pos.size()) ranks = ranksOfRow(row, static_cast<int64_t>(pos.size()));
     for (size_t i = 0; i < pos.size(); ++i)
         if (ranks[i] >= 0) ht.rank[pos[i]] = ranks[i];
 }

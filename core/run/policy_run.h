@@ -121,6 +121,9 @@ private:
         std::vector<std::vector<int64_t>> positions;  // per head: entry positions when planned
         std::vector<std::vector<KeepReason>> reasons;
         at::Tensor scores;                            // [Hkv, L] fp32 on the CPU, or undefined
+        // Per head: the rank of each entry by score, sorted once per plan
+        // (a prefill_once plan describes every later Trace).
+        mutable std::vector<std::vector<int32_t>> ranks;
     };
     void forward(const std::vector<int64_t>& tokens);
     Model::Segment beginForward(const std::vector<int64_t>& tokens);
