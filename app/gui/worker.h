@@ -57,7 +57,7 @@ Q_SIGNALS:
     void runFinished(quint64 id, double promptMs, double totalMs);
     void runFailed(quint64 id, const QString& message);
     // After the prompt's trace: what the run took over from the previous one
-    // (Reuse::text(), e.g. "kept 5 runs and 16 steps; 1 replayed the prompt record").
+    // (Reuse::text(), e.g. "kept 5 runs and 16 steps; 1 shared the full cache's prompt read").
     void runReused(quint64 id, const QString& text);
     void needleProgress(quint64 id, qint64 done, qint64 total);
     void needleReady(quint64 id, const std::shared_ptr<const kvlens::eval::NeedleGridResult>& result);

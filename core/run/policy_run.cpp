@@ -207,6 +207,7 @@ Model::Segment PolicyRun::beginForward(const std::vector<int64_t>& tokens) {
     if (!fo.observer)
         fo.observer = [this](int64_t layer, const LayerCapture& cap) {
             observeLayer(layer, cap, m_pending.positions);
+            for (PolicyRun* f : m_followers) f->followLayer(layer, cap);
             if (m_recording) {
                 KnownRows& rows = m_recording->chunks.back();
                 rows.q[layer] = cap.queries;
@@ -224,15 +225,17 @@ void PolicyRun::finishForward(ForwardResult&& result) {
 
 void PolicyRun::forward(const std::vector<int64_t>& tokens) {
     const Model::Segment segment = beginForward(tokens);
+    const int64_t from = m_cache.seqLen(), n = static_cast<int64_t>(tokens.size());
     if (m_recording) {
         const auto L = static_cast<size_t>(m_model.config().numLayers);
         KnownRows rows;
-        rows.from = m_cache.seqLen();
+        rows.from = from;
         rows.q.resize(L), rows.k.resize(L), rows.v.resize(L);
         m_recording->chunks.push_back(std::move(rows));
     }
+    for (PolicyRun* f : m_followers) f->followChunk(from, n);
     finishForward(std::move(m_model.forward({segment}).front()));
-    if (m_recording && m_onChunk) m_onChunk(m_recording->chunks.back());
+    for (PolicyRun* f : m_followers) f->followDone(n);
 }
 
 void PolicyRun::forwardBatched(const std::vector<int64_t>& tokens, const std::function<void()>& checkCancel) {
@@ -387,38 +390,66 @@ bool PolicyRun::sharesPrefill() const {
            (m_config.schedule == Schedule::PrefillOnce || m_config.schedule == Schedule::PrefillThenStep);
 }
 
-void PolicyRun::readPromptRecording(const std::vector<int64_t>& prompt, PromptRecord& record,
-                                    const std::function<void(const KnownRows&)>& onChunk,
-                                    const std::function<void()>& checkCancel) {
-    if (m_policy) throw Error("PolicyRun::readPromptRecording: only the full cache records a shared prefill");
+void PolicyRun::readPromptShared(const std::vector<int64_t>& prompt, const std::vector<PolicyRun*>& followers,
+                                 PromptRecord* record, const std::function<void()>& checkCancel) {
+    if (m_policy) throw Error("PolicyRun::readPromptShared: only the full cache leads a shared prefill");
     const int64_t from = m_cache.seqLen(), T = static_cast<int64_t>(prompt.size());
-    if (from >= T || record.length() != from)
-        throw Error("PolicyRun::readPromptRecording: a record of " + std::to_string(record.length()) +
-                    " tokens, a cache of " + std::to_string(from) + ", a prompt of " + std::to_string(T));
-    m_recording = &record;
-    m_onChunk = onChunk;
+    if (from >= T || (record && record->length() != from))
+        throw Error("PolicyRun::readPromptShared: a cache of " + std::to_string(from) + " tokens, a prompt of " +
+                    std::to_string(T) + (record ? ", a record of " + std::to_string(record->length()) : std::string()));
+    for (PolicyRun* f : followers)
+        if (!f->sharesPrefill() || f->m_cache.seqLen() != from)
+            throw Error("PolicyRun::readPromptShared: " + f->m_config.label() + " cannot follow from token " +
+                        std::to_string(from));
+    m_recording = record;
+    m_followers = followers;
     struct Reset {
         PolicyRun* run;
-        ~Reset() { run->m_recording = nullptr, run->m_onChunk = nullptr; }
+        ~Reset() { run->m_recording = nullptr, run->m_followers.clear(); }
     } reset{this};
     forwardBatched(from == 0 ? prompt : std::vector<int64_t>(prompt.begin() + from, prompt.end()), checkCancel);
-    record.logits = m_logits;
+    if (record) record->logits = m_logits;
     forgetObserved();
     m_promptDone = true;
 }
 
-void PolicyRun::replayChunk(const KnownRows& rows) {
-    if (!sharesPrefill()) throw Error("PolicyRun::replayChunk: " + m_config.label() + " does not share a prefill");
-    m_pending.positions.resize(static_cast<size_t>(rows.count()));
-    for (int64_t i = 0; i < rows.count(); ++i) m_pending.positions[static_cast<size_t>(i)] = rows.from + i;
-    sizeTracks(rows.from + rows.count());
+void PolicyRun::replayRecord(const Model& model, const PromptRecord& record, const std::vector<PolicyRun*>& followers) {
+    if (followers.empty()) return;
+    if (!record.complete) throw Error("PolicyRun::replayRecord: the record is not complete");
+    for (PolicyRun* f : followers)
+        if (!f->sharesPrefill() || f->m_cache.seqLen() != 0)
+            throw Error("PolicyRun::replayRecord: " + f->m_config.label() + " cannot follow a replay");
+    // The scratch cache receives the chunks as the full cache did: the same
+    // layout, so the same attention; every follower appends the same rows.
+    KvCache scratch = model.newCache();
     ForwardOptions fo;
-    fo.observer = [this](int64_t layer, const LayerCapture& cap) { observeLayer(layer, cap, m_pending.positions); };
-    m_model.replay(rows, m_cache, fo);
-    m_sinceTrim += rows.count();
+    fo.observer = [&](int64_t layer, const LayerCapture& cap) {
+        for (PolicyRun* f : followers) f->followLayer(layer, cap);
+    };
+    for (const KnownRows& rows : record.chunks) {
+        for (PolicyRun* f : followers) f->followChunk(rows.from, rows.count());
+        model.replay(rows, scratch, fo);
+        for (PolicyRun* f : followers) f->followDone(rows.count());
+    }
 }
 
-void PolicyRun::finishReplay(const at::Tensor& logits) {
+void PolicyRun::followChunk(int64_t from, int64_t count) {
+    m_pending.positions.resize(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) m_pending.positions[static_cast<size_t>(i)] = from + i;
+    sizeTracks(from + count);
+}
+
+void PolicyRun::followLayer(int64_t layer, const LayerCapture& cap) {
+    m_cache.append(layer, cap.keys, cap.values);
+    observeLayer(layer, cap, m_pending.positions);
+}
+
+void PolicyRun::followDone(int64_t count) {
+    m_cache.advance(count);
+    m_sinceTrim += count;
+}
+
+void PolicyRun::finishSharedPrompt(const at::Tensor& logits) {
     m_logits = logits;
     if (m_budgets.compress || m_config.schedule == Schedule::PrefillThenStep) trim();
     forgetObserved();

@@ -57,26 +57,26 @@ public:
     // Reads the prompt with this run's schedule; `checkCancel` runs between tokens.
     void readPrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel);
 
-    // One shared prefill (issue 17): the full run reads the prompt once,
-    // recording what every layer computed before attention (PromptRecord);
-    // every run whose schedule reads the prompt with full attention
-    // (prefill_once, prefill_then_step; not re-rotated) replays that record:
-    // it builds its own cache from the recorded keys and values, its policy
-    // observes the same attention (Model::replay: the same code, no weights
-    // read), then it compresses. The results are those of the run reading
-    // the prompt alone, bit for bit. A record kept after the prompt lets a
-    // later Session (an edited budget or parameter) replay it again.
+    // One shared prefill (issue 17): the full run reads the prompt once for
+    // itself and for every run whose schedule reads it with full attention
+    // (prefill_once, prefill_then_step; not re-rotated). Such a follower
+    // appends the same keys and values to its own cache (the same layout, so
+    // the full cache's attention is its attention), its policy observes that
+    // forward, and at the end of the prompt it compresses. The results are
+    // those of the run reading the prompt alone, bit for bit.
     bool sharesPrefill() const;
     // Full cache only: reads prompt[seqLen() ..] (all of it on a new cache,
-    // the rest after rewind()), appending each chunk it reads to `record`
-    // and calling onChunk(chunk) after it.
-    void readPromptRecording(const std::vector<int64_t>& prompt, PromptRecord& record,
-                             const std::function<void(const KnownRows&)>& onChunk,
-                             const std::function<void()>& checkCancel);
-    // A follower: one recorded chunk (in order from position 0), then the
-    // end of the prompt with the full cache's logits after it.
-    void replayChunk(const KnownRows& rows);
-    void finishReplay(const at::Tensor& logits);
+    // the rest after rewind()) with `followers` following; `record`, when
+    // given, gets each chunk's queries, keys and values, every layer, and the
+    // logits after the prompt.
+    void readPromptShared(const std::vector<int64_t>& prompt, const std::vector<PolicyRun*>& followers,
+                          PromptRecord* record, const std::function<void()>& checkCancel);
+    // Followers that were not there (a later Session's edited policies):
+    // the record replayed for them all at once, one attention computation
+    // (Model::replay over a scratch cache with the full cache's layout).
+    static void replayRecord(const Model& model, const PromptRecord& record, const std::vector<PolicyRun*>& followers);
+    // A follower at the end of the prompt, with the full cache's logits after it: it compresses.
+    void finishSharedPrompt(const at::Tensor& logits);
     // Full cache only: back to its first `length` tokens (the prompt's
     // prefix a new prompt shares), before any decode step; the rest of the
     // new prompt (promptLength tokens in all) is read next.
@@ -132,6 +132,10 @@ private:
     void forwardBatched(const std::vector<int64_t>& tokens, const std::function<void()>& checkCancel);
     void observeLayer(int64_t layer, const LayerCapture& cap, const std::vector<int64_t>& positions);
     void sizeTracks(int64_t length);
+    // A follower: a chunk of the shared prompt begins, one layer of it, it ends.
+    void followChunk(int64_t from, int64_t count);
+    void followLayer(int64_t layer, const LayerCapture& cap);
+    void followDone(int64_t count);
     bool trimDue() const;
     void trim();
     void record(int64_t layer, std::vector<std::vector<int64_t>> positionsBefore, Plan plan);
@@ -159,8 +163,8 @@ private:
     int64_t m_prefillChunk = 0;
     double m_policySeconds = 0;
     std::vector<PositionBand> m_band;  // in force while a prompt is read in one banded batch
-    PromptRecord* m_recording = nullptr;  // while the full run reads a prompt for followers
-    std::function<void(const KnownRows&)> m_onChunk;
+    PromptRecord* m_recording = nullptr;  // while the full run reads a prompt
+    std::vector<PolicyRun*> m_followers;  // while the full run reads a prompt
     struct Pending {                   // the forward begun and not yet finished
         std::vector<int64_t> tokens, positions;
         ForwardOptions options;

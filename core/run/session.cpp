@@ -61,7 +61,7 @@ std::string Reuse::text() const {
             (steps == 1 ? " step" : " steps");
     else
         s = "kept " + std::to_string(promptTokens) + " prompt tokens of the full cache";
-    if (runsReplayed > 0) s += "; " + std::to_string(runsReplayed) + " replayed the prompt record";
+    if (runsShared > 0) s += "; " + std::to_string(runsShared) + " shared the full cache's prompt read";
     if (runsRead > 0) s += "; " + std::to_string(runsRead) + " read the prompt";
     return s;
 }
@@ -283,71 +283,54 @@ std::shared_ptr<const Trace> Session::Impl::start() {
 }
 
 void Session::Impl::readPrompt() {
-    // One shared prefill: the full cache reads the prompt, recording what
-    // each layer computed (PromptRecord); every run that reads the prompt
-    // with full attention replays that record (PolicyRun::sharesPrefill);
-    // the others read it their own way alongside.
+    // One shared prefill: the full cache reads the prompt and every run that
+    // reads it with full attention follows that forward
+    // (PolicyRun::sharesPrefill); the others read it their own way
+    // alongside. Taking over from a previous Session, the followers first
+    // replay the record of the prefix the full cache kept, or all of it when
+    // the full cache reads nothing.
     const bool fullReads = takenFrom[0] < 0;
-    std::vector<size_t> followers, readers;
+    std::vector<PolicyRun*> followers;
+    std::vector<size_t> readers, following;
     for (size_t r = 1; r < runs.size(); ++r) {
         if (takenFrom[r] >= 0) continue;
-        (runs[r]->sharesPrefill() ? followers : readers).push_back(r);
+        if (runs[r]->sharesPrefill()) {
+            followers.push_back(runs[r].get());
+            following.push_back(r);
+        } else {
+            readers.push_back(r);
+        }
     }
-    auto replayAll = [&](size_t r) {
-        for (const KnownRows& rows : record->chunks) runs[r]->replayChunk(rows);
-        runs[r]->finishReplay(record->logits);
-    };
-    if (fullReads && !record) {
-        // From the start: each chunk the full cache reads is replayed by the
-        // followers at once (on its thread), then kept while the record
-        // stays under its cap (and only for a refreshable Session).
-        record = std::make_shared<PromptRecord>();
+    if (!record) {
+        // From the start: the record is kept for a later Session while it
+        // stays under its cap (and only when one may take over).
         const ModelConfig& c = model->config();
         const double perToken = double(c.numLayers) * double(c.numHeads + 2 * c.numKvHeads) * double(c.headDim) *
                                 double(at::elementSize(model->dtype()));
-        const bool keep = opt.refreshable && perToken * double(opt.prompt.size()) <= double(kRecordBytes);
-        record->complete = keep;
-        auto onChunk = [&](const KnownRows& rows) {
-            for (size_t r : followers) runs[r]->replayChunk(rows);
-            if (!keep) {
-                KnownRows& last = record->chunks.back();
-                const auto n = static_cast<size_t>(c.numLayers);
-                for (auto* list : {&last.q, &last.k, &last.v}) list->assign(n, at::Tensor());
-            }
-        };
-        std::vector<size_t> order{0};
-        order.insert(order.end(), readers.begin(), readers.end());
-        std::stable_partition(order.begin(), order.end(), [&](size_t r) { return runs[r]->readsPromptTokenByToken(); });
-        runInRuns(order, [&](size_t r, const std::function<void()>& check) {
-            if (r == 0)
-                runs[0]->readPromptRecording(opt.prompt, *record, onChunk, check);
-            else
-                runs[r]->readPrompt(opt.prompt, check);
-        });
-        for (size_t r : followers) runs[r]->finishReplay(record->logits);
-        reused.runsReplayed = static_cast<int>(followers.size());
-        reused.runsRead = static_cast<int>(readers.size()) + 1;
-        if (!keep) record->chunks.clear();
-        return;
+        record = std::make_shared<PromptRecord>();
+        record->complete = opt.refreshable && perToken * double(opt.prompt.size()) <= double(kRecordBytes);
     }
-    // Taking over: the full cache reads what its prefix lacks (if anything)
-    // alongside the runs that read the prompt themselves; the followers
-    // replay the record once it is whole.
-    std::vector<size_t> first = readers;
-    std::stable_partition(first.begin(), first.end(), [&](size_t r) { return runs[r]->readsPromptTokenByToken(); });
-    if (fullReads) first.insert(first.begin(), 0);
-    else first.insert(first.end(), followers.begin(), followers.end());
-    auto job = [&](size_t r, const std::function<void()>& check) {
-        if (r == 0)
-            runs[0]->readPromptRecording(opt.prompt, *record, {}, check);
-        else if (runs[r]->sharesPrefill())
-            replayAll(r);
-        else
+    // The full cache (or the replay) first, the runs reading token by token
+    // next (the longest), the batched reads last.
+    std::stable_partition(readers.begin(), readers.end(), [&](size_t r) { return runs[r]->readsPromptTokenByToken(); });
+    std::vector<size_t> order{0};
+    order.insert(order.end(), readers.begin(), readers.end());
+    runInRuns(order, [&](size_t r, const std::function<void()>& check) {
+        if (r != 0) {
             runs[r]->readPrompt(opt.prompt, check);
-    };
-    runInRuns(first, job);
-    if (fullReads) runInRuns(followers, job);
-    reused.runsReplayed = static_cast<int>(followers.size());
+            return;
+        }
+        if (fullReads && runs[0]->cache().seqLen() == 0) {
+            runs[0]->readPromptShared(opt.prompt, followers, record->complete ? record.get() : nullptr, check);
+            return;
+        }
+        PolicyRun::replayRecord(*model, *record, followers);
+        if (fullReads) runs[0]->readPromptShared(opt.prompt, followers, record.get(), check);
+    });
+    if (!record->complete) record->chunks.clear();
+    const at::Tensor logits = fullReads ? runs[0]->logits() : record->logits;
+    runInRuns(following, [&](size_t r, const std::function<void()>&) { runs[r]->finishSharedPrompt(logits); });
+    reused.runsShared = static_cast<int>(followers.size());
     reused.runsRead = static_cast<int>(readers.size()) + (fullReads ? 1 : 0);
 }
 

@@ -46,9 +46,9 @@ struct Reuse {
     int64_t promptTokens = 0;   // prompt tokens the full cache did not read again
     int64_t steps = 0;          // decode steps whose results were taken over (kept runs)
     int runsKept = 0;           // runs (the full cache included) whose results were taken over
-    int runsReplayed = 0;       // runs that replayed the full cache's prompt record instead of reading it
+    int runsShared = 0;         // runs that shared the full cache's prompt read (followed it or replayed its record)
     int runsRead = 0;           // runs that read the prompt themselves
-    std::string text() const;   // one line, e.g. "kept 4 of 6 runs and 16 steps; 2 replayed the prompt"
+    std::string text() const;   // one line, e.g. "kept 5 runs and 16 steps; 1 shared the full cache's prompt read"
 };
 
 // Thrown out of start()/step() when the cancel flag is raised.

@@ -126,7 +126,7 @@ TEST(Refresh, ABudgetEditKeepsTheFullCacheAndReplaysThePrompt) {
     const Reuse r = refreshEqualsFresh(options(kPolicies, "16"), options(kPolicies, "12"), 0, "budget 16 -> 12");
     EXPECT_EQ(r.runsKept, 1);  // the full cache
     EXPECT_EQ(r.steps, kSteps);
-    EXPECT_EQ(r.runsReplayed, 5);  // h2o, tova (prefill_then_step), snapkv, pyramidkv, knorm (prefill_once)
+    EXPECT_EQ(r.runsShared, 5);  // h2o, tova (prefill_then_step), snapkv, pyramidkv, knorm (prefill_once)
     EXPECT_EQ(r.runsRead, 3);      // streaming, h2o every_step, lru
 }
 
@@ -135,7 +135,7 @@ TEST(Refresh, AParameterEditRerunsThatPolicyOnly) {
     edited[3] = "snapkv:window=4";
     const Reuse r = refreshEqualsFresh(options(kPolicies, "16"), options(edited, "16"), 0, "snapkv window");
     EXPECT_EQ(r.runsKept, static_cast<int>(kPolicies.size()));  // all but snapkv, plus the full cache
-    EXPECT_EQ(r.runsReplayed, 1);
+    EXPECT_EQ(r.runsShared, 1);
     EXPECT_EQ(r.runsRead, 0);
 }
 
@@ -169,7 +169,7 @@ TEST(Refresh, AnAppendedPromptContinuesTheFullCache) {
     const Reuse r = refreshEqualsFresh(options(kPolicies, "16", prompt), options(kPolicies, "16", longer), 1e-5, "append");
     EXPECT_EQ(r.promptTokens, 40);
     EXPECT_EQ(r.runsKept, 0);
-    EXPECT_EQ(r.runsReplayed, 5);
+    EXPECT_EQ(r.runsShared, 5);
 }
 
 TEST(Refresh, AnEditInTheMiddleAndAShorterPromptKeepThePrefix) {

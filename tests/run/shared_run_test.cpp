@@ -1,8 +1,8 @@
 // Issue 17's reshaped lockstep against the engine it replaces: a shared
-// prefill (the full run reads the prompt once, recording each layer's
-// queries, keys and values; every run that reads it with full attention
-// replays that record, chunk by chunk as it is read or all of it later, and
-// compresses) and a batched decode step
+// prefill (the full run reads the prompt once; every run that reads it with
+// full attention follows that forward into its own cache, or replays its
+// record later — each layer's queries, keys and values — and compresses)
+// and a batched decode step
 // (one forward over every run's token) give what each run reading alone
 // gives — the same kept sets, logits within 1e-5 relative, the same greedy
 // choices — for every registered policy under each schedule that shares,
@@ -63,17 +63,16 @@ void sharedEqualsAlone(Family family, uint64_t seed) {
         followers.push_back(shared.back().get());
     }
     PromptRecord record;
-    full.readPromptRecording(
-        prompt, record, [&](const KnownRows& rows) { for (PolicyRun* f : followers) f->replayChunk(rows); }, {});
-    for (auto& r : shared) r->finishReplay(record.logits);
+    full.readPromptShared(prompt, followers, &record, {});
+    for (auto& r : shared) r->finishSharedPrompt(record.logits);
     for (auto& r : alone) r->readPrompt(prompt, {});
     for (size_t i = 0; i < configs.size(); ++i) {
         EXPECT_TRUE(at::equal(shared[i]->logits(), alone[i]->logits())) << configs[i].label();
         EXPECT_EQ(statuses(*shared[i]), statuses(*alone[i])) << configs[i].label() << " after the prompt";
         // The record replayed later (an edited policy's refresh) gives the same.
         PolicyRun late(*model, configs[i], budget, kPrompt, CaptureTarget{});
-        for (const KnownRows& rows : record.chunks) late.replayChunk(rows);
-        late.finishReplay(record.logits);
+        PolicyRun::replayRecord(*model, record, {&late});
+        late.finishSharedPrompt(record.logits);
         EXPECT_TRUE(at::equal(late.logits(), alone[i]->logits())) << configs[i].label();
         EXPECT_EQ(statuses(late), statuses(*alone[i])) << configs[i].label() << " replayed later";
     }
