@@ -369,18 +369,33 @@ void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::functi
         m_band.clear();
         trim();
     } else {
-        // Online from the first token. While no layer exceeds its budget no
-        // trim can happen, so that prefix is read in one batch (identical result).
-        const int64_t minBudget = *std::min_element(m_budgets.perLayer.begin(), m_budgets.perLayer.end());
-        const int64_t prefix = std::max<int64_t>(1, std::min(T, minBudget));
-        forwardBatched(std::vector<int64_t>(prompt.begin(), prompt.begin() + prefix), checkCancel);
-        if (trimDue()) trim();
-        for (int64_t i = prefix; i < T; ++i) {
+        for (int64_t i = beginOnlinePrompt(prompt, checkCancel); i < T; ++i) {
             if (checkCancel) checkCancel();
-            forward({prompt[i]});
-            if (trimDue()) trim();
+            endPromptToken(std::move(m_model.forward({beginPromptToken(prompt[i])}).front()));
         }
     }
+    endPrompt();
+}
+
+int64_t PolicyRun::beginOnlinePrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel) {
+    // Online from the first token. While no layer exceeds its budget no
+    // trim can happen, so that prefix is read in one batch (identical result).
+    const int64_t T = static_cast<int64_t>(prompt.size());
+    const int64_t minBudget = *std::min_element(m_budgets.perLayer.begin(), m_budgets.perLayer.end());
+    const int64_t prefix = std::max<int64_t>(1, std::min(T, minBudget));
+    forwardBatched(std::vector<int64_t>(prompt.begin(), prompt.begin() + prefix), checkCancel);
+    if (trimDue()) trim();
+    return prefix;
+}
+
+Model::Segment PolicyRun::beginPromptToken(int64_t token) { return beginForward({token}); }
+
+void PolicyRun::endPromptToken(ForwardResult&& result) {
+    finishForward(std::move(result));
+    if (trimDue()) trim();
+}
+
+void PolicyRun::endPrompt() {
     forgetObserved();
     m_promptDone = true;
 }

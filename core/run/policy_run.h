@@ -56,6 +56,15 @@ public:
     bool readsPromptTokenByToken() const;
     // Reads the prompt with this run's schedule; `checkCancel` runs between tokens.
     void readPrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel);
+    // readPrompt() of a run that reads token by token, in steps, so that a
+    // Session reads the next prompt token of every such run in one batched
+    // forward: the batched prefix no trim can touch (returns the first token
+    // still to read), each token (its segment, then its result: the trim),
+    // the end of the prompt.
+    int64_t beginOnlinePrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel);
+    Model::Segment beginPromptToken(int64_t token);
+    void endPromptToken(ForwardResult&& result);
+    void endPrompt();
 
     // One shared prefill (issue 17): the full run reads the prompt once for
     // itself and for every run whose schedule reads it with full attention

@@ -120,6 +120,8 @@ struct Session::Impl {
     std::shared_ptr<const Trace> start();
     std::shared_ptr<const Trace> step();
     void readPrompt();
+    // The runs that read the prompt token by token, each token of all of them in one forward.
+    void readOnline(const std::vector<size_t>& online, const std::function<void()>& check);
     void appendLabels(const std::vector<int64_t>& ids);
     void measure();
     FullStep fullStep() const;
@@ -310,12 +312,23 @@ void Session::Impl::readPrompt() {
         record = std::make_shared<PromptRecord>();
         record->complete = opt.refreshable && perToken * double(opt.prompt.size()) <= double(kRecordBytes);
     }
-    // The full cache (or the replay) first, the runs reading token by token
-    // next (the longest), the batched reads last.
-    std::stable_partition(readers.begin(), readers.end(), [&](size_t r) { return runs[r]->readsPromptTokenByToken(); });
-    std::vector<size_t> order{0};
-    order.insert(order.end(), readers.begin(), readers.end());
+    // The runs reading token by token read together: one batched forward per
+    // token for all of them (the weights read once), as a decode step. That
+    // job first (the longest), then the full cache (or the replay), then the
+    // batched reads.
+    std::vector<size_t> online;
+    for (size_t r : readers)
+        if (runs[r]->readsPromptTokenByToken()) online.push_back(r);
+    std::vector<size_t> order;
+    if (!online.empty()) order.push_back(runs.size());  // stands for the online runs
+    order.push_back(0);
+    for (size_t r : readers)
+        if (!runs[r]->readsPromptTokenByToken()) order.push_back(r);
     runInRuns(order, [&](size_t r, const std::function<void()>& check) {
+        if (r == runs.size()) {
+            readOnline(online, check);
+            return;
+        }
         if (r != 0) {
             runs[r]->readPrompt(opt.prompt, check);
             return;
@@ -332,6 +345,29 @@ void Session::Impl::readPrompt() {
     runInRuns(following, [&](size_t r, const std::function<void()>&) { runs[r]->finishSharedPrompt(logits); });
     reused.runsShared = static_cast<int>(followers.size());
     reused.runsRead = static_cast<int>(readers.size()) + (fullReads ? 1 : 0);
+}
+
+void Session::Impl::readOnline(const std::vector<size_t>& online, const std::function<void()>& check) {
+    const int64_t T = static_cast<int64_t>(opt.prompt.size());
+    std::vector<int64_t> next(online.size());
+    int64_t from = T;
+    for (size_t i = 0; i < online.size(); ++i) {
+        next[i] = runs[online[i]]->beginOnlinePrompt(opt.prompt, check);
+        from = std::min(from, next[i]);
+    }
+    for (int64_t t = from; t < T; ++t) {
+        check();
+        std::vector<Model::Segment> segments;
+        std::vector<size_t> reading;
+        for (size_t i = 0; i < online.size(); ++i)
+            if (next[i] <= t) {  // past its batched prefix
+                segments.push_back(runs[online[i]]->beginPromptToken(opt.prompt[static_cast<size_t>(t)]));
+                reading.push_back(i);
+            }
+        std::vector<ForwardResult> results = model->forward(segments);
+        for (size_t j = 0; j < reading.size(); ++j) runs[online[reading[j]]]->endPromptToken(std::move(results[j]));
+    }
+    for (size_t r : online) runs[r]->endPrompt();
 }
 
 std::shared_ptr<const Trace> Session::Impl::step() {

@@ -214,3 +214,29 @@ TEST(Refresh, ChainedRefreshesAndWhatCannotBeTakenOver) {
     EXPECT_EQ(Session(refreshModel(), options(kPolicies, "16"), std::move(previous)).reuse().runsKept, 0);
 }
 
+
+TEST(SharedRuns, TokenByTokenPromptReadsAreBatchedAndEqualRunsAlone) {
+    // Strict every_step runs read the prompt together, one batched forward
+    // per token (their batched prefixes differ with their budgets): each
+    // equals its run alone, bit for bit.
+    const std::vector<std::string> online{"h2o:schedule=every_step", "lru", "lfu", "tova:schedule=every_step",
+                                          "h2o:schedule=every_step,alloc=pyramid"};
+    SessionOptions together = options(online, "12");
+    together.refreshable = false;
+    Session all(refreshModel(), together);
+    const auto got = runAll(all, kSteps);
+    for (size_t p = 0; p < online.size(); ++p) {
+        SessionOptions one = options({online[p]}, "12");
+        one.refreshable = false;
+        Session alone(refreshModel(), one);
+        const auto want = runAll(alone, kSteps);
+        std::vector<std::shared_ptr<const Trace>> picked;
+        for (const auto& t : got) {
+            auto copy = std::make_shared<Trace>(*t);
+            copy->policies = {t->policies[0], t->policies[p + 1]};
+            copy->attention = {t->attention[0], t->attention[p + 1]};
+            picked.push_back(copy);
+        }
+        expectSameTraces(picked, want, 0, online[p]);
+    }
+}
