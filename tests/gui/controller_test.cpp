@@ -61,6 +61,29 @@ private Q_SLOTS:
         qInfo("results of superseded requests dropped: %d", c.droppedResults());
     }
 
+    void anEditTakesOverThePreviousRun() {
+        // The worker keeps its Session: a parameter edit re-runs that policy
+        // alone, the status names what was kept; a model load starts afresh.
+        Controller c;
+        QVERIFY(loadBundled(c));
+        c.setPrompt(kPrompt);
+        c.setPolicies({parsePolicySpec("streaming"), parsePolicySpec("snapkv")});
+        c.setBudget(parseBudget("12"));
+        c.setDecodeSteps(3);
+        c.runNow();
+        QTRY_VERIFY_WITH_TIMEOUT(settled(c, 4), 60000);
+        QCOMPARE(c.reuse(), QStringLiteral("computed afresh"));
+        const auto before = c.history().back();
+        c.setPolicies({parsePolicySpec("streaming"), parsePolicySpec("snapkv:window=4")});
+        c.runNow();
+        QTRY_VERIFY_WITH_TIMEOUT(settled(c, 4) && c.history().back() != before, 60000);
+        QVERIFY2(c.reuse().startsWith(QStringLiteral("kept 2 runs and 3 steps")), qPrintable(c.reuse()));
+        const auto& after = *c.history().back();
+        QCOMPARE(after.policies[1].metrics.size(), before->policies[1].metrics.size());
+        QCOMPARE(after.policies[1].layers[0].heads[0].status, before->policies[1].layers[0].heads[0].status);
+        QCOMPARE(after.policies[2].label, std::string("snapkv:window=4"));
+    }
+
     void loadFailureNamesTheFile() {
         QTemporaryDir dir;
         QFile config(dir.filePath("config.json"));
