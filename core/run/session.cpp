@@ -98,8 +98,9 @@ struct Session::Impl {
     bool computed(size_t r, int64_t step) const { return takenFrom[r] < 0 || step > catchUp; }
     void takeOver(Impl& p);
 
+    bool holdCancel = false;  // while a Session that kept the full cache reads its prompt
     void checkCancel() const {
-        if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled{};
+        if (!holdCancel && cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled{};
     }
     void validate() const;
     // Runs are independent: on the CPU up to LibTorch's thread count of them
@@ -189,10 +190,16 @@ void Session::Impl::takeOver(Impl& p) {
     const int64_t T = static_cast<int64_t>(opt.prompt.size()), Tp = static_cast<int64_t>(po.prompt.size());
     int64_t k = 0;
     while (k < std::min(T, Tp) && opt.prompt[k] == po.prompt[k]) ++k;
+    // A Session stopped while it caught up holds the runs it kept at that
+    // Session's last step (their Traces in its previousTraces) and the runs
+    // it computed at its own: only the former can be kept again.
+    const bool catchingUp = p.steps < p.catchUp;
+    const int64_t pSteps = catchingUp ? p.catchUp : p.steps;
+    std::vector<std::shared_ptr<const Trace>>& pTraces = catchingUp ? p.previousTraces : p.published;
     const bool sameContext = k == T && k == Tp && po.teacherForced == opt.teacherForced &&
                              po.continuation == opt.continuation && sameSampling(po.sampling, opt.sampling) &&
-                             p.fullStepsComplete && static_cast<int64_t>(p.fullSteps.size()) == p.steps + 1 &&
-                             static_cast<int64_t>(p.published.size()) == p.steps + 1;
+                             p.fullStepsComplete && static_cast<int64_t>(p.fullSteps.size()) == pSteps + 1 &&
+                             static_cast<int64_t>(pTraces.size()) == pSteps + 1;
     if (sameContext) {
         // Every run the edit left as it was keeps its results, step for step.
         std::vector<bool> taken(p.runs.size(), false);
@@ -203,13 +210,15 @@ void Session::Impl::takeOver(Impl& p) {
             generated[r] = std::move(p.generated[j]);
             fidelity[r] = std::move(p.fidelity[j]);
             failure[r] = std::move(p.failure[j]);
-            takenFrom[r] = static_cast<int>(j);
+            // Where this run's Traces stand in pTraces.
+            takenFrom[r] = catchingUp ? p.takenFrom[j] : static_cast<int>(j);
             taken[j] = true;
         };
+        auto keepable = [&](size_t j) { return !taken[j] && (!catchingUp || p.takenFrom[j] >= 0); };
         take(0, 0);
         for (size_t r = 1; r < runs.size(); ++r)
             for (size_t j = 1; j < p.runs.size(); ++j)
-                if (!taken[j] && sameConfig(runs[r]->config(), p.runs[j]->config()) &&
+                if (keepable(j) && sameConfig(runs[r]->config(), p.runs[j]->config()) &&
                     runs[r]->budgets().perLayer == p.runs[j]->budgets().perLayer &&
                     runs[r]->budgets().compress == p.runs[j]->budgets().compress &&
                     runs[r]->budgets().note == p.runs[j]->budgets().note) {
@@ -219,11 +228,11 @@ void Session::Impl::takeOver(Impl& p) {
         record = p.record;
         fullSteps = std::move(p.fullSteps);
         fullStepBytes = p.fullStepBytes;
-        previousTraces = std::move(p.published);
-        previousTokens = p.tokens;
-        catchUp = p.steps;
+        previousTraces = std::move(pTraces);
+        previousTokens = catchingUp ? p.previousTokens : p.tokens;
+        catchUp = pSteps;
         reused.promptTokens = T;
-        reused.steps = p.steps;
+        reused.steps = pSteps;
         for (int t : takenFrom) reused.runsKept += t >= 0 ? 1 : 0;
         return;
     }
@@ -275,8 +284,15 @@ std::shared_ptr<const Trace> Session::Impl::start() {
     // single-token step of a small model costs (h2o at 512 tokens, budget
     // 128: 0.83 -> 0.73 ms per step; bench, 1 thread).
     c10::InferenceMode inference;
+    // A Session that kept the full cache (an edit of policies or budgets:
+    // the prompt is the same) reads its prompt whatever the cancel flag
+    // says: cancelled half-way it would have consumed what it took over, and
+    // the edit that superseded it would start afresh; whole, that edit takes
+    // over from it. Its decode steps stay cancellable.
+    holdCancel = takenFrom[0] >= 0;
     checkCancel();
     readPrompt();
+    holdCancel = false;
     tokens = opt.prompt;
     appendLabels(opt.prompt);
     started = true;

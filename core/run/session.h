@@ -81,7 +81,10 @@ public:
     std::shared_ptr<const Trace> step();
     int64_t stepsDone() const;
     const SessionOptions& options() const;
-    // Checked between tokens; when it becomes true, start()/step() throw Cancelled.
+    // Checked between tokens; when it becomes true, start()/step() throw
+    // Cancelled. step() checks it before it changes anything; start() of a
+    // Session that kept the previous one's full cache does not check it (a
+    // cancelled one would leave nothing for the next edit to take over).
     void setCancelFlag(const std::atomic<bool>* flag);
     // What was taken over from the previous Session (zeros without one).
     const Reuse& reuse() const;

@@ -7,6 +7,7 @@
 // the kept sets are the same.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 
 #include "core/model/model.h"
@@ -215,6 +216,45 @@ TEST(Refresh, ChainedRefreshesAndWhatCannotBeTakenOver) {
 }
 
 
+TEST(Refresh, ASupersededRefreshStaysWholeForTheNextEdit) {
+    // The GUI raises the flag of a run as soon as a newer edit comes: a
+    // refresh that kept the full cache still reads its prompt, stops at its
+    // first step, and the next edit takes over from it.
+    std::atomic<bool> cancel{false};
+    std::unique_ptr<Session> first = std::make_unique<Session>(refreshModel(), options(kPolicies, "16"));
+    runAll(*first, kSteps);
+    std::unique_ptr<Session> second = std::make_unique<Session>(refreshModel(), options(kPolicies, "12"), std::move(first));
+    second->setCancelFlag(&cancel);
+    cancel = true;
+    EXPECT_NO_THROW(second->start());
+    EXPECT_THROW(second->step(), Cancelled);
+    Session third(refreshModel(), options(kPolicies, "14"), std::move(second));
+    EXPECT_EQ(third.reuse().runsKept, 1);  // the full cache, still whole
+    const auto got = runAll(third, kSteps);
+    Session fresh(refreshModel(), options(kPolicies, "14"));
+    expectSameTraces(got, runAll(fresh, kSteps), 0, "after a superseded refresh");
+    // Superseded while it caught up after a parameter edit: the runs it had
+    // kept are kept again (at the steps they had), the one it computed is not.
+    first = std::make_unique<Session>(refreshModel(), options(kPolicies, "16"));
+    runAll(*first, kSteps);
+    std::vector<std::string> window = kPolicies, recent = kPolicies;
+    window[3] = "snapkv:window=4";
+    recent[1] = "h2o:recent=3";
+    second = std::make_unique<Session>(refreshModel(), options(window, "16"), std::move(first));
+    second->setCancelFlag(&cancel);
+    second->start();
+    EXPECT_THROW(second->step(), Cancelled);
+    Session fourth(refreshModel(), options(recent, "16"), std::move(second));
+    EXPECT_EQ(fourth.reuse().runsKept, 7);  // full, streaming, tova, pyramidkv, h2o every_step, knorm, lru
+    EXPECT_EQ(fourth.reuse().steps, kSteps);
+    Session fresh4(refreshModel(), options(recent, "16"));
+    expectSameTraces(runAll(fourth, kSteps), runAll(fresh4, kSteps), 0, "superseded while catching up");
+    // A Session computing afresh stops at once.
+    Session afresh(refreshModel(), options(kPolicies, "16"));
+    afresh.setCancelFlag(&cancel);
+    EXPECT_THROW(afresh.start(), Cancelled);
+}
+
 TEST(SharedRuns, TokenByTokenPromptReadsAreBatchedAndEqualRunsAlone) {
     // Strict every_step runs read the prompt together, one batched forward
     // per token (their batched prefixes differ with their budgets): each
@@ -239,4 +279,19 @@ TEST(SharedRuns, TokenByTokenPromptReadsAreBatchedAndEqualRunsAlone) {
         }
         expectSameTraces(picked, want, 0, online[p]);
     }
+}
+
+TEST(Refresh, AnAppendAfterAChainedRefresh) {
+    // The full cache a refresh kept (with its decode steps) goes back to the prompt.
+    auto first = std::make_unique<Session>(refreshModel(), options(kPolicies, "16"));
+    runAll(*first, kSteps);
+    auto second = std::make_unique<Session>(refreshModel(), options(kPolicies, "12"), std::move(first));
+    runAll(*second, kSteps);
+    auto prompt = options(kPolicies, "12").prompt;
+    prompt.push_back(3);
+    Session third(refreshModel(), options(kPolicies, "12", prompt), std::move(second));
+    const auto got = runAll(third, kSteps);
+    Session fresh(refreshModel(), options(kPolicies, "12", prompt));
+    expectSameTraces(got, runAll(fresh, kSteps), 1e-5, "prefix after chain");
+    EXPECT_EQ(third.reuse().promptTokens, 40);
 }
