@@ -17,42 +17,32 @@ using Block = void (*)(const float*, const float*, float*, int64_t, int64_t, int
 // out[r, o] = Σ_i x[r, i] · w[o, i] for output rows [begin, end): each weight
 // row is loaded once and multiplied into R accumulators (one per input row)
 // while the R input rows stay in L1, so a step streams the weights from
-// memory once whatever R is. O weight rows go through at once (O × R
-// accumulators in registers): an input vector loaded serves O products, and
-// O × R independent chains hide the FMA latency. Every output's sum runs in
+// memory once whatever R is. With AVX-512, O weight rows go through at once
+// (O × R accumulators in registers): an input vector loaded serves O
+// products, and O × R independent chains hide the FMA latency. Every output's sum runs in
 // the same order whatever R and O are (bit for bit). AVX2+FMA and AVX-512
 // variants; other CPUs use at::linear.
-template <int R, int O>
+template <int R>
 __attribute__((target("avx2,fma"), always_inline)) inline void rowsAvx2(const float* x, const float* w, float* out,
                                                                       int64_t in, int64_t outs, int64_t o) {
     const int64_t vec = in / 8 * 8;
-    __m256 acc[O][R];
+    const float* wr = w + o * in;
+    __m256 acc[R];
     #pragma GCC unroll 16
-    for (int p = 0; p < O; ++p)
-        #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) acc[p][r] = _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < vec; i += 8) {
-        __m256 wv[O];
+        const __m256 wv = _mm256_loadu_ps(wr + i);
         #pragma GCC unroll 16
-        for (int p = 0; p < O; ++p) wv[p] = _mm256_loadu_ps(w + (o + p) * in + i);
-        #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-            const __m256 xv = _mm256_loadu_ps(x + r * in + i);
-            #pragma GCC unroll 16
-            for (int p = 0; p < O; ++p) acc[p][r] = _mm256_fmadd_ps(wv[p], xv, acc[p][r]);
-        }
+        for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * in + i), acc[r]);
     }
     #pragma GCC unroll 16
-    for (int p = 0; p < O; ++p)
-        #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-            const __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[p][r]), _mm256_extractf128_ps(acc[p][r], 1));
-            const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
-            float s = _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
-            const float* wr = w + (o + p) * in;
-            for (int64_t i = vec; i < in; ++i) s += wr[i] * x[r * in + i];
-            out[r * outs + o + p] = s;
-        }
+    for (int r = 0; r < R; ++r) {
+        const __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+        const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        float s = _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+        for (int64_t i = vec; i < in; ++i) s += wr[i] * x[r * in + i];
+        out[r * outs + o] = s;
+    }
 }
 
 template <int R, int O>
@@ -102,7 +92,7 @@ constexpr int outputsPerPass(int R) {
 template <int R>
 __attribute__((target("avx2,fma"))) void blockAvx2(const float* x, const float* w, float* out, int64_t in,
                                                    int64_t outs, int64_t begin, int64_t end) {
-    for (int64_t o = begin; o < end; ++o) rowsAvx2<R, 1>(x, w, out, in, outs, o);
+    for (int64_t o = begin; o < end; ++o) rowsAvx2<R>(x, w, out, in, outs, o);
 }
 
 template <int R>

@@ -52,15 +52,6 @@ std::string scheduleLabel(const PolicyConfig& c) {
 
 }  // namespace
 
-uint64_t PromptRecord::bytes() const {
-    uint64_t total = 0;
-    for (const KnownRows& c : chunks)
-        for (const auto* list : {&c.q, &c.k, &c.v})
-            for (const at::Tensor& t : *list)
-                if (t.defined()) total += static_cast<uint64_t>(t.numel()) * t.element_size();
-    return total;
-}
-
 PromptRecord PromptRecord::prefix(int64_t n) const {
     if (!complete) throw Error("PromptRecord::prefix: the record is not complete");
     PromptRecord out;

@@ -25,7 +25,6 @@ struct PromptRecord {
     at::Tensor logits;              // [V] after the last token, once the prompt is read
     bool complete = true;           // false: some chunk's tensors were dropped (over the memory cap)
     int64_t length() const { return chunks.empty() ? 0 : chunks.back().from + chunks.back().count(); }
-    uint64_t bytes() const;
     // The record of the first n tokens (the chunk at n cut short); no logits.
     PromptRecord prefix(int64_t n) const;
 };
