@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/host_paths.h"
 #include "core/model/rope.h"
 
 namespace kvlens {
@@ -153,7 +154,7 @@ bool KvCache::placeInHoles(Layer& L, const at::Tensor& k, const at::Tensor& v, i
     bool even = true;
     for (int64_t h = 0; h < m_kvHeads; ++h) even = even && static_cast<int64_t>(L.cols[h].size()) == L.used;
     const bool dense = !holesLeft && even;
-    if (m_device.is_cpu()) {
+    if (onHost(m_device)) {
         // A handful of rows: plain copies beat a dozen small ATen dispatches.
         const at::Tensor kc = k.to(m_dtype).contiguous(), vc = v.to(m_dtype).contiguous();
         const size_t row = static_cast<size_t>(m_headDim) * at::elementSize(m_dtype);
@@ -213,7 +214,7 @@ bool KvCache::evictInPlace(Layer& L, const std::vector<std::vector<int64_t>>& ke
         cols.resize(out);
         pos.resize(out);
     }
-    if (m_device.is_cpu()) {
+    if (onHost(m_device)) {
         bool* valid = L.valid.data_ptr<bool>();
         for (size_t i = 0; i < freedHead.size(); ++i) valid[freedHead[i] * L.valid.size(1) + freedCol[i]] = false;
     } else {
@@ -282,7 +283,7 @@ void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep
             if (m_options.rerotate) delta[h * newMax + i] = static_cast<int64_t>(i) - L.rot[h][keep[h][i]];
         }
     at::Tensor k, v;
-    if (m_device.is_cpu()) {
+    if (onHost(m_device)) {
         // Row copies: a gather with an index expanded over head_dim reads
         // eight bytes of index per element moved.
         k = at::empty({m_kvHeads, newMax, m_headDim}, L.k.options());
@@ -405,7 +406,7 @@ at::Tensor KvCache::entryValid(int64_t layer) const {
 }
 
 at::Tensor KvCache::byEntry(int64_t layer, const at::Tensor& x) const {
-    if (x.is_cpu() && x.scalar_type() == at::kFloat) {
+    if (onHostF32(x)) {
         // Host loop: one pass over the entries instead of a chain of small
         // ATen ops (index build, repeat, gather, mask) on every step.
         const Layer& L = m_layers.at(layer);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/host_paths.h"
 #include "core/model/model_impl.h"
 #include "core/model/row_linear.h"
 
@@ -81,7 +82,7 @@ at::Tensor attentionMask(const AttentionInput& in, int64_t n, int64_t S) {
 // columns, keys outside the model's sliding window. Not for bands (they are
 // prompt reads) or other dtypes and devices: the tensor code below.
 bool decodesOnHost(const AttentionInput& in) {
-    return in.q.size(1) == 1 && !in.band && in.q.is_cpu() && in.q.scalar_type() == at::kFloat && in.kv.k.is_cpu() &&
+    return in.q.size(1) == 1 && !in.band && onHostF32(in.q) && in.kv.k.is_cpu() &&
            in.kv.k.scalar_type() == at::kFloat && in.kv.v.scalar_type() == at::kFloat && in.kv.k.stride(2) == 1 &&
            in.kv.v.stride(2) == 1 && (!in.kv.valid.defined() || in.kv.valid.stride(1) == 1);
 }

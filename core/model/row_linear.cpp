@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "core/host_paths.h"
+
 namespace kvlens {
 namespace {
 
@@ -131,7 +133,7 @@ Simd simdLevel() {
 
 at::Tensor rowLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
     const bool streamed = simdLevel() != Simd::None && x.dim() == 2 && x.size(0) >= 1 &&
-                          x.size(0) <= kStreamedRowsTotal && x.device().is_cpu() && x.scalar_type() == at::kFloat &&
+                          x.size(0) <= kStreamedRowsTotal && onHostF32(x) &&
                           w.scalar_type() == at::kFloat && w.dim() == 2 && w.is_contiguous() && x.size(1) == w.size(1) &&
                           !(at::GradMode::is_enabled() &&  // training: autograd's linear
                             (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad())));

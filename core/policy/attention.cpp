@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/host_paths.h"
+
 namespace kvlens {
 namespace {
 
@@ -115,7 +117,7 @@ at::Tensor& EntryStats::grown(int64_t layer, int64_t heads, int64_t length, at::
         t = bigger;
     }
     if (used < length) {  // new entries start from zero
-        if (t.is_cpu() && t.is_contiguous()) {
+        if (onHostF32(t) && t.is_contiguous()) {
             float* data = t.data_ptr<float>();
             const int64_t cap = t.size(1);
             for (int64_t h = 0; h < t.size(0); ++h) std::fill(data + h * cap + used, data + h * cap + length, 0.0f);
@@ -141,7 +143,7 @@ void EntryStats::realign(int64_t layer, const std::vector<std::vector<int64_t>>&
     }
     const auto heads = static_cast<int64_t>(keep.size());
     at::Tensor& t = grown(layer, heads, needed, m_layers[static_cast<size_t>(layer)].device());
-    if (t.is_cpu() && t.is_contiguous()) {
+    if (onHostF32(t) && t.is_contiguous()) {
         // In place, row by row: kept indices are increasing, so each write
         // lands at or before the entry it reads.
         float* data = t.data_ptr<float>();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/host_paths.h"
 #include "core/policy/attention.h"
 #include "core/policy/policies.h"
 #include "core/policy/scorer.h"
@@ -23,7 +24,7 @@ public:
 
     void observe(const LayerState& state, const Observation& obs) override {
         if (!obs.probs.defined()) return;
-        if (obs.probs.is_cpu() && obs.probs.scalar_type() == at::kFloat) return observeOnHost(state, obs);
+        if (onHostF32(obs.probs)) return observeOnHost(state, obs);
         // Summing the step's rows is feeding them one at a time: each row
         // only covers the keys its query could see.
         const at::Tensor step = reduceGroups(obs.probs.to(at::kFloat), state.numKvHeads, config().gqa).sum(1);

@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/host_paths.h"
 #include "core/policy/attention.h"
 #include "core/policy/policies.h"
 #include "core/policy/scorer.h"
@@ -24,7 +25,7 @@ public:
 
     void observe(const LayerState& state, const Observation& obs) override {
         if (!obs.probs.defined()) return;
-        if (obs.probs.is_cpu()) return observeOnHost(state, obs);
+        if (onHost(obs.probs.device())) return observeOnHost(state, obs);
         const int64_t H = state.numKvHeads, n = obs.probs.size(1), L = obs.probs.size(2);
         const at::Tensor attn = reduceGroups(obs.probs.to(at::kFloat), H, config().gqa);  // [Hkv, n, L]
         const at::Device dev = attn.device();

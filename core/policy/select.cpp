@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/host_paths.h"
 
 namespace kvlens {
 
@@ -116,7 +117,7 @@ at::Tensor pool1dHost(const at::Tensor& x, const at::Tensor& mask, int64_t kerne
 
 at::Tensor pool1d(const at::Tensor& x, const at::Tensor& mask, int64_t kernel, PoolKind kind) {
     if (x.size(-1) == 0 || kernel <= 1) return mask.defined() ? x.masked_fill(~mask, 0) : x.clone();
-    if (x.is_cpu() && x.scalar_type() == at::kFloat && (!mask.defined() || mask.is_cpu()))
+    if (onHostF32(x) && (!mask.defined() || mask.is_cpu()))
         return pool1dHost(x, mask, kernel, kind);
     const at::Tensor m = mask.defined() ? mask.expand(x.sizes()) : at::ones(x.sizes(), x.options().dtype(at::kBool));
     const int64_t left = kernel / 2, right = kernel - 1 - left;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "core/host_paths.h"
 #include "core/policy/attention.h"
 #include "core/policy/policies.h"
 #include "core/policy/scorer.h"
@@ -20,7 +21,7 @@ public:
 
     void observe(const LayerState& state, const Observation& obs) override {
         if (!obs.probs.defined() || obs.probs.size(1) == 0) return;
-        if (obs.probs.is_cpu() && obs.probs.scalar_type() == at::kFloat) {
+        if (onHostF32(obs.probs)) {
             // One loop on the CPU into the kept storage (no per-step tensors).
             const at::Tensor probs = obs.probs.contiguous();
             const int64_t Hq = probs.size(0), n = probs.size(1), L = probs.size(2);

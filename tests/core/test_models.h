@@ -117,6 +117,9 @@ double rowSumMaxDeviation(const at::Tensor& probs);
 
 // Model::load on the CPU in `dtype` (f32 by default).
 std::unique_ptr<Model> loadOnCpu(const TestModel& m, const std::string& dtype = "f32");
+// The model of a standard variant (seeded by its name), written once per
+// test executable and loaded once per settings (device, dtype).
+std::shared_ptr<const Model> variantModel(const std::string& name, const RunSettings& settings);
 
 // A scratch folder for model directories: $KVLENS_TEST_TMP (or the
 // KVLENS_TEST_TMP macro of the test executable) / <name>-<pid>-<n>, created
