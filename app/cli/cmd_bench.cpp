@@ -32,6 +32,7 @@
 #include "core/error.h"
 #include "core/eval/naive_llama.h"
 #include "core/model/device_internal.h"
+#include "core/model/device_stats.h"
 #include "core/model/model.h"
 #include "core/model/config.h"
 #include "core/paths.h"
@@ -75,12 +76,39 @@ double cpuMs() {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
+// The device the bench's model runs on (runBench sets it): on CUDA, timed()
+// measures with CUDA events and waits for the device (core/model/device_stats.h).
+c10::Device& benchDevice() {
+    static c10::Device device(c10::kCPU);
+    return device;
+}
+
 template <class F>
 Elapsed timed(F&& f) {
-    const auto t0 = Clock::now();
+    DeviceTimer timer(benchDevice());
     const double c0 = cpuMs();
+    timer.start();
     f();
-    return {std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), cpuMs() - c0};
+    const double wall = timer.stopMs();
+    return {wall, cpuMs() - c0};
+}
+
+// "device memory: 812.4 MiB allocated, 1024.0 MiB reserved, peak 990.1 MiB", or "" off CUDA.
+std::string deviceMemoryLine(const c10::Device& device) {
+    const DeviceMemory m = deviceMemory(device);
+    if (!device.is_cuda()) return "";
+    if (!m.available) return "device memory: not read (this build has no CUDA allocator statistics)";
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "device memory: %.1f MiB allocated, %.1f MiB reserved, peak %.1f MiB",
+                  static_cast<double>(m.allocated) / 1048576.0, static_cast<double>(m.reserved) / 1048576.0,
+                  static_cast<double>(m.peakAllocated) / 1048576.0);
+    return buf;
+}
+
+nlohmann::json deviceMemoryJson(const c10::Device& device) {
+    const DeviceMemory m = deviceMemory(device);
+    if (!m.available) return nullptr;
+    return {{"allocated", m.allocated}, {"reserved", m.reserved}, {"peak_allocated", m.peakAllocated}};
 }
 
 // The q-quantile (nearest rank) of v: 0.5 the median, 0.25 / 0.75 the quartiles.
@@ -182,7 +210,12 @@ struct BenchModel {
 BenchModel syntheticModel(const std::string& name, uint64_t seed, int threads);
 
 BenchModel benchModel(const BenchArgs& a) {
-    if (!a.synthetic.empty()) return syntheticModel(a.synthetic, a.seed, a.model.run.threads);
+    if (!a.synthetic.empty()) {
+        BenchModel m = syntheticModel(a.synthetic, a.seed, a.model.run.threads);
+        // --device / --dtype: the random weights copied there (cuda: bf16 unless --dtype says).
+        if (describeRunSettings(a.model.run) != "cpu/f32") m.loaded = m.synthetic.model->on(a.model.run);
+        return m;
+    }
     BenchModel m;
     m.loaded = Model::load(a.model.dir(), a.model.run);
     m.name = a.model.dir().string();
@@ -519,6 +552,8 @@ void runBench(const BenchArgs& a) {
     c10::InferenceMode inference;
     const BenchModel bm = benchModel(a);
     const Model& model = bm.get();
+    benchDevice() = model.device();
+    resetPeakDeviceMemory(model.device());
     std::vector<PolicyConfig> policies = a.policy.configs();
     if (policies.empty())
         for (const auto& info : policyRegistry())
@@ -530,10 +565,18 @@ void runBench(const BenchArgs& a) {
     nlohmann::json rows = nlohmann::json::array();
     if (!a.json) printHeader(bm.name, model, a.context, a.steps);
     benchRows(model, policies, budgets, tokens, a.context, a.steps, !a.json, rows);
-    if (!a.json) std::printf("peak RSS %.1f MiB\n", static_cast<double>(peakRssKiB()) / 1024.0);
+    const std::string deviceLine = deviceMemoryLine(model.device());
+    if (!a.json) std::printf("peak RSS %.1f MiB%s%s\n", static_cast<double>(peakRssKiB()) / 1024.0,
+                             deviceLine.empty() ? "" : "; ", deviceLine.c_str());
     if (a.json)
-        std::cout << nlohmann::json{{"model", bm.name}, {"context", a.context}, {"steps", a.steps},
-                                    {"threads", at::get_num_threads()}, {"peak_rss_kib", peakRssKiB()}, {"rows", rows}}
+        std::cout << nlohmann::json{{"model", bm.name},
+                                    {"device", model.device().str() + "/" + dtypeLabel(model.dtype())},
+                                    {"context", a.context},
+                                    {"steps", a.steps},
+                                    {"threads", at::get_num_threads()},
+                                    {"peak_rss_kib", peakRssKiB()},
+                                    {"device_memory", deviceMemoryJson(model.device())},
+                                    {"rows", rows}}
                          .dump(2)
                   << "\n";
 }

@@ -56,6 +56,34 @@ std::unique_ptr<Model> Model::fromWeights(const ModelConfig& cfg, const Weights&
     return std::unique_ptr<Model>(new Model(std::move(impl)));
 }
 
+std::unique_ptr<Model> Model::on(const RunSettings& settings) const {
+    const c10::Device device = resolveDevice(settings.device);
+    const c10::ScalarType dtype = resolveDtype(settings.dtype, device);
+    applyThreads(settings.threads);
+    probeKernels(dtype, device);
+    auto to = [&](const at::Tensor& t) { return t.defined() ? t.to(device, dtype) : t; };
+    auto impl = std::make_unique<Impl>();
+    impl->dir = m->dir;
+    impl->cfg = m->cfg;
+    impl->device = device;
+    impl->dtype = dtype;
+    const Weights& w = m->w;
+    Weights& o = impl->w;
+    o.embed = to(w.embed);
+    o.posEmbed = to(w.posEmbed);
+    o.finalNorm = to(w.finalNorm);
+    o.finalNormBias = to(w.finalNormBias);
+    o.lmHead = m->tied ? o.embed : to(w.lmHead);
+    for (const LayerWeights& l : w.layers)
+        o.layers.push_back({to(l.attnNorm), to(l.attnNormBias), to(l.wq), to(l.wk), to(l.wv), to(l.wo), to(l.bq),
+                            to(l.bk), to(l.bv), to(l.bo), to(l.qNorm), to(l.kNorm), to(l.mlpNorm), to(l.mlpNormBias),
+                            to(l.wGate), to(l.wUp), to(l.bUp), to(l.wDown), to(l.bDown)});
+    impl->tied = m->tied;
+    if (impl->cfg.usesRope()) impl->rope = std::make_unique<Rope>(impl->cfg, impl->device);
+    impl->params = m->params;
+    return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
 const ModelConfig& Model::config() const { return m->cfg; }
 const fs::path& Model::directory() const { return m->dir; }
 at::Device Model::device() const { return m->device; }

@@ -69,6 +69,9 @@ public:
     // the weights forward() reads. Llama family only (rotary positions).
     static std::unique_ptr<Model> fromWeights(const ModelConfig& cfg, const Weights& weights, at::Device device);
     ~Model();
+    // The same model on another device and/or dtype (a copy of the weights):
+    // how a synthetic bench model reaches the GPU. ArgumentError as load().
+    std::unique_ptr<Model> on(const RunSettings& settings) const;
 
     const ModelConfig& config() const;
     const std::filesystem::path& directory() const;

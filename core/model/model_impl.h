@@ -32,6 +32,10 @@ struct Weights {
     at::Tensor lmHead;                  // [V, E] (the embedding itself when tied)
 };
 
+// Refuses (ArgumentError, one sentence) a dtype this LibTorch has no kernels
+// for on `device` (model_load.cpp).
+void probeKernels(at::ScalarType dtype, at::Device device);
+
 struct Model::Impl {
     std::filesystem::path dir;
     ModelConfig cfg;

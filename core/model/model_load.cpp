@@ -134,6 +134,8 @@ Weights loadGpt2(const Loader& L, const ModelConfig& c, bool* tied) {
     return w;
 }
 
+}  // namespace
+
 // Some LibTorch builds lack kernels for a dtype on a device (1.13 has no f16
 // matmul, SiLU or GELU on the CPU). Probe the ops the forward pass runs in the
 // model dtype, so that the choice is refused at load time with a clear
@@ -153,8 +155,6 @@ void probeKernels(at::ScalarType dtype, at::Device device) {
                             " by this LibTorch build (" + e.what_without_backtrace() + "); use f32 or bf16");
     }
 }
-
-}  // namespace
 
 Weights loadWeights(const std::filesystem::path& dir, const ModelConfig& cfg, at::ScalarType dtype,
                     at::Device device, bool* tied) {

@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "core/model/device_stats.h"
 
 namespace kvlens {
 namespace {
@@ -35,6 +36,9 @@ void rethrowAllocationFailure(const std::string& doing) {
     try {
         throw;
     } catch (const c10::OutOfMemoryError& e) {
+        // CUDA: what the failed step had cached stays with the caching
+        // allocator unless given back; the next, smaller request needs it.
+        releaseCachedDeviceMemory();
         throw MemoryError(advice(doing, requestedBytes(e.what_without_backtrace())));
     } catch (const c10::Error& e) {
         const std::string what = e.what_without_backtrace();

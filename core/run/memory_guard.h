@@ -8,7 +8,9 @@ namespace kvlens {
 
 // Call from a catch (...) block: rethrows the exception in flight, a failed
 // allocation turned into MemoryError naming `doing` ("reading a prompt of
-// 200000 tokens") and the bytes asked for; anything else unchanged.
+// 200000 tokens") and the bytes asked for; anything else unchanged. A CUDA
+// out-of-memory also gives the caching allocator's unused blocks back, so
+// that the app goes on with a smaller request.
 [[noreturn]] void rethrowAllocationFailure(const std::string& doing);
 
 }  // namespace kvlens
