@@ -11,6 +11,7 @@
 #include <QUndoStack>
 #include <QVBoxLayout>
 
+#include "core/policy/policy_info.h"
 #include "widgets/budget_bars.h"
 #include "widgets/value_command.h"
 
@@ -21,9 +22,7 @@ using Preset = BudgetState::Preset;
 
 // An adaptive allocator gives KV heads different budgets: those are the
 // policies the per-head view is for.
-bool adaptive(const PolicyTrace& p) {
-    return p.id == "adakv" || p.id == "andpro" || p.label.find("heads=adaptive") != std::string::npos;
-}
+bool adaptive(const PolicyTrace& p) { return adaptiveHeads(parsePolicySpec(p.label)); }
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/policy/policy_info.h"
 #include "widgets/attention_lod.h"
 #include "widgets/save_file.h"
 
@@ -248,7 +249,7 @@ QString figureTitle(const FigureView& v) {
     if (!v.model.isEmpty()) parts << v.model;
     if (pt) {
         parts << QString::fromStdString(pt->label);
-        if (pt->id == "full")
+        if (isFullCache(pt->id))
             parts << QStringLiteral("full cache");
         else if (layer >= 0 && layer < static_cast<int64_t>(pt->layers.size()))
             parts << QStringLiteral("budget %1").arg(pt->layers[static_cast<size_t>(layer)].budget);

@@ -10,6 +10,7 @@
 #include <QUndoStack>
 #include <QVBoxLayout>
 
+#include "core/policy/policy_info.h"
 #include "widgets/palette.h"
 #include "widgets/param_form.h"
 #include "widgets/value_command.h"
@@ -25,7 +26,7 @@ PolicyList::PolicyList(QUndoStack* undo, QWidget* parent)
       m_form(new ParamForm(this)) {
     auto* menu = new QMenu(this);
     for (const PolicyInfo& info : policyRegistry()) {
-        if (info.id == "full") continue;  // always column 0
+        if (info.fullCache) continue;  // always column 0
         QAction* a = menu->addAction(QString::fromStdString(info.name + "  (" + info.id + ")"));
         a->setToolTip(QString::fromStdString(info.summary));
         connect(a, &QAction::triggered, this, [this, id = info.id] { addPolicy(id); });

@@ -122,7 +122,7 @@ double median(std::vector<double> v) { return quantile(std::move(v), 0.5); }
 std::pair<Timing, Timing> timePair(const Model& model, const PolicyConfig& cfg, const BudgetSpec& budget,
                                    const std::vector<int64_t>& tokens, int64_t context, int64_t steps) {
     const std::vector<int64_t> prompt(tokens.begin(), tokens.begin() + context);
-    PolicyRun full(model, parsePolicySpec("full"), BudgetSpec{}, context, CaptureTarget{});
+    PolicyRun full(model, fullCacheConfig(), BudgetSpec{}, context, CaptureTarget{});
     PolicyRun run(model, cfg, budget, context, CaptureTarget{});
     Timing tf, tp;
     tf.promptMs = timed([&] { full.readPrompt(prompt, {}); }).wall;
@@ -137,7 +137,7 @@ std::pair<Timing, Timing> timePair(const Model& model, const PolicyConfig& cfg, 
         // that numerator and denominator come from one machine state. The
         // two prompt times are shown too, but their difference is within
         // the noise of a prompt read.
-        PolicyRun full2(model, parsePolicySpec("full"), BudgetSpec{}, context, CaptureTarget{});
+        PolicyRun full2(model, fullCacheConfig(), BudgetSpec{}, context, CaptureTarget{});
         PolicyRun run2(model, cfg, budget, context, CaptureTarget{});
         const double again = timed([&] { run2.readPrompt(prompt, {}); }).wall;
         if (run2.policySeconds() * 1e3 < tp.promptPolicyMs) {
@@ -301,7 +301,7 @@ NaiveRace raceNaive(const BenchModel& bm, const BenchArgs& a, const std::vector<
     const double naiveMs = timed([&] {
         for (int64_t i = 1; i < n; ++i) naiveLogits = naive_llama_step(state.get(), int(tokens[i]));
     }).wall;
-    PolicyRun full(bm.get(), parsePolicySpec("full"), BudgetSpec{}, 1, CaptureTarget{});
+    PolicyRun full(bm.get(), fullCacheConfig(), BudgetSpec{}, 1, CaptureTarget{});
     full.readPrompt({tokens[0]}, {});
     const double engineMs = timed([&] {
         for (int64_t i = 1; i < n; ++i) full.readToken(tokens[i]);
@@ -557,7 +557,7 @@ void runBench(const BenchArgs& a) {
     std::vector<PolicyConfig> policies = a.policy.configs();
     if (policies.empty())
         for (const auto& info : policyRegistry())
-            if (info.id != "full") policies.push_back(parsePolicySpec(info.id));
+            if (!info.fullCache) policies.push_back(parsePolicySpec(info.id));
     const std::vector<int64_t> tokens = randomTokens(model, a.seed, a.context + a.steps + 2);
     auto budgets = atContext(a.context);
     if (!a.policy.budget.empty() || !a.policy.budgets.empty()) budgets.push_back({a.policy.budget.empty() ? a.policy.budgets : a.policy.budget, a.policy.budgetSpec()});
@@ -584,7 +584,7 @@ void runBench(const BenchArgs& a) {
 std::vector<PolicyConfig> policiesWith(Schedule schedule) {
     std::vector<PolicyConfig> out;
     for (const auto& info : policyRegistry())
-        if (info.id != "full" && info.defaultSchedule == schedule) out.push_back(parsePolicySpec(info.id));
+        if (!info.fullCache && info.defaultSchedule == schedule) out.push_back(parsePolicySpec(info.id));
     return out;
 }
 

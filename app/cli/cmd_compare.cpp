@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/io/trace_json.h"
 #include "core/model/model.h"
+#include "core/policy/policy_info.h"
 #include "core/run/session.h"
 
 namespace kvlens::cli {
@@ -44,7 +45,7 @@ void printTable(const Trace& t) {
         for (const auto& l : p.layers) avgBudget += static_cast<double>(l.budget);
         avgBudget /= static_cast<double>(std::max<size_t>(1, p.layers.size()));
         char budget[32], held[32], diverged[32];
-        if (p.id == "full")
+        if (isFullCache(p.id))
             std::snprintf(budget, sizeof budget, "-");
         else
             std::snprintf(budget, sizeof budget, "%.0f", avgBudget);

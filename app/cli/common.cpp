@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/model/config.h"
 #include "core/paths.h"
+#include "core/policy/policy_info.h"
 #include "core/run/context_limit.h"
 
 namespace kvlens::cli {
@@ -64,7 +65,7 @@ BudgetSpec PolicyArgs::budgetSpec() const {
         return spec;
     }
     for (const auto& p : policies)
-        if (parsePolicySpec(p).id != "full") throw ArgumentError("--policy " + p + " needs --budget N|R% or --budgets");
+        if (!isFullCache(parsePolicySpec(p))) throw ArgumentError("--policy " + p + " needs --budget N|R% or --budgets");
     return BudgetSpec{};
 }
 
@@ -85,7 +86,8 @@ SamplingOptions SamplingArgs::options() const {
 }
 
 std::string policyHelp() {
-    std::string out = "\nPolicies (--policy ID[:k=v,...]; ../shared/POLICIES.md has the rules):\n";
+    std::string out = "\nPolicies (--policy ID[:k=v,...]; the rules: docs/policies.md, installed as "
+                      "/usr/share/doc/kvlens/policies.md):\n";
     for (const auto& info : policyRegistry()) {
         out += "  " + info.id + std::string(info.id.size() < 10 ? 10 - info.id.size() : 1, ' ') + info.name +
                " - " + info.summary + "\n";

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/policy/policy_info.h"
 #include "core/run/session.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -46,7 +47,7 @@ void validate(const NeedleGridOptions& o) {
     if (o.maxNewTokens < 0) throw ArgumentError("needle max new tokens must not be negative");
     for (double d : o.depths)
         if (!(d >= 0 && d <= 1)) throw ArgumentError("needle depth " + std::to_string(d) + " is outside [0, 1] (0-100%)");
-    const bool evicts = std::any_of(o.policies.begin(), o.policies.end(), [](const PolicyConfig& p) { return p.id != "full"; });
+    const bool evicts = std::any_of(o.policies.begin(), o.policies.end(), [](const PolicyConfig& p) { return !isFullCache(p); });
     if (evicts && o.budgets.empty()) throw ArgumentError("give a budget for the needle grid's policies");
 }
 
@@ -70,7 +71,7 @@ NeedleGridResult runNeedleGrid(const std::shared_ptr<const Model>& model, const 
     if (!tokenizer) throw ArgumentError("the needle grid needs the model's tokenizer.json");
     std::vector<PolicyConfig> policies;
     for (const auto& p : o.policies)
-        if (p.id != "full") policies.push_back(p);
+        if (!isFullCache(p)) policies.push_back(p);
     // Without evicting policies one session with the full cache suffices.
     const std::vector<BudgetSpec> budgets = policies.empty() ? std::vector<BudgetSpec>{BudgetSpec{}} : o.budgets;
     const TokenCounter count = o.user ? tokenizerCounter(*tokenizer) : TokenCounter(countWords);
@@ -82,7 +83,7 @@ NeedleGridResult runNeedleGrid(const std::shared_ptr<const Model>& model, const 
     for (int64_t context : o.contexts)
         for (double depth : o.depths) {
             const size_t first = result.cells.size();
-            result.cells.push_back({context, depth, "full", "-"});
+            result.cells.push_back({context, depth, fullCachePolicy().id, "-"});
             for (const auto& b : budgets)
                 for (const auto& p : policies) result.cells.push_back({context, depth, p.label(), b.text()});
             for (int64_t s = 0; s < o.samples; ++s) {

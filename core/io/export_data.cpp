@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/policy/policy_info.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -88,7 +89,7 @@ Table budgetTable(const Trace& t) {
     for (const auto& p : t.policies)
         for (size_t l = 0; l < p.layers.size(); ++l)
             for (size_t h = 0; h < p.layers[l].heads.size(); ++h)
-                tab.rows.push_back(json::array({p.label, l, p.id == "full" ? json(nullptr) : json(p.layers[l].budget), h,
+                tab.rows.push_back(json::array({p.label, l, isFullCache(p.id) ? json(nullptr) : json(p.layers[l].budget), h,
                                                 p.layers[l].heads[h].held}));
     return tab;
 }

@@ -1,5 +1,5 @@
 #pragma once
-// Eviction policies (../shared/POLICIES.md is the contract). A policy plans:
+// Eviction policies (docs/policies.md states each rule). A policy plans:
 // it returns, per KV head, the cache entries to keep plus the scores that
 // decided; only KvCache::apply mutates the cache (the Session calls it).
 // Policies that learn from attention (H2O, LRU/LFU, TOVA, SnapKV family)
@@ -28,7 +28,6 @@ struct LayerState {
     int64_t numLayers = 0;
     int64_t numHeads = 0;     // Hq
     int64_t numKvHeads = 0;   // Hkv
-    const KvCache* cache = nullptr;
     // The layer's entries in cache order (KvCache::entries): keys after RoPE.
     // Filled only for policies whose PolicyInfo::usesKeys is set: gathering
     // them costs a copy of the layer's cache on every planning step.

@@ -3,6 +3,7 @@
 // with defaults, ranges and one-line help. The CLI builds --help and parses
 // `--policy id:k=v,...` from it; the GUI builds its controls from it.
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct PolicyInfo {
     Schedule defaultSchedule = Schedule::EveryStep;
     bool usesAttention = false;   // needs captured attention (costs memory/time)
     bool usesKeys = false;        // reads the keys/values of LayerState (SnapKV family, knorm)
+    // The full cache: keeps everything, runs as run 0 of every Session, and
+    // is what every metric compares with. Exactly one registered policy.
+    bool fullCache = false;
     std::vector<ParamSpec> params;  // the policy's own, then the common ones
 };
 
@@ -62,7 +66,25 @@ struct PolicyConfig {
     std::string label() const;
 };
 
-const std::vector<PolicyInfo>& policyRegistry();
+// Every registered policy, the full cache first. A deque:
+// adding a policy keeps references to the others valid.
+const std::deque<PolicyInfo>& policyRegistry();
+// Adds a policy (ArgumentError if its id is taken, or it claims to be a
+// second full cache). core/policy/factory.h registerPolicy() also gives it a
+// maker: one call adds a policy to the CLI, the GUI and the tests.
+void registerPolicyInfo(PolicyInfo info);
+// A PolicyInfo for registerPolicy(): its own parameters, then those every
+// policy has (schedule with this default, n, gqa, alloc, beta, heads, alpha).
+PolicyInfo makePolicyInfo(std::string id, std::string name, std::string reference, std::string summary,
+                          Schedule defaultSchedule, bool usesAttention, bool usesKeys, std::vector<ParamSpec> own = {});
+// The full cache: its info, a config of it, and whether a config or id is it.
+const PolicyInfo& fullCachePolicy();
+PolicyConfig fullCacheConfig();
+bool isFullCache(const PolicyConfig& config);
+bool isFullCache(const std::string& id);
+// Whether a config's KV heads get different budgets (heads=adaptive: Ada-KV,
+// AnDPro, or any scorer with that allocator).
+bool adaptiveHeads(const PolicyConfig& config);
 // Throws ArgumentError listing the known ids.
 const PolicyInfo& findPolicy(const std::string& id);
 // "id" or "id:k=v,k=v". Throws ArgumentError naming the unknown id, the

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 
 #include "core/error.h"
 #include "core/policy/text_util.h"
@@ -71,57 +72,66 @@ std::vector<ParamSpec> snapParams(std::vector<ParamSpec> extra = {}) {
     return p;
 }
 
-PolicyInfo info(std::string id, std::string name, std::string ref, std::string summary, Schedule s, bool attention,
+// What a policy reads besides its parameters: captured attention, or the
+// keys and values (gathered only for the policies that score from them).
+enum Reads { Nothing = 0, Attention = 1, Keys = 2 };
+
+PolicyInfo info(std::string id, std::string name, std::string ref, std::string summary, Schedule s, int reads,
                 std::vector<ParamSpec> params) {
-    // Keys and values are gathered for the policies that score from them.
-    const bool keys = id == "snapkv" || id == "pyramidkv" || id == "adakv" || id == "andpro" || id == "knorm";
-    return {std::move(id), std::move(name), std::move(ref), std::move(summary), s, attention, keys, std::move(params)};
+    return {std::move(id), std::move(name), std::move(ref), std::move(summary), s, (reads & Attention) != 0,
+            (reads & Keys) != 0, false, std::move(params)};
 }
 
-std::vector<PolicyInfo> buildRegistry() {
+PolicyInfo referenceInfo(std::vector<ParamSpec> params) {
+    PolicyInfo full = info("full", "Full cache", "-", "keep everything (the reference for every metric)",
+                           Schedule::PrefillOnce, Nothing, std::move(params));
+    full.fullCache = true;
+    return full;
+}
+
+std::deque<PolicyInfo> buildRegistry() {
     const auto every = Schedule::EveryStep, prefill = Schedule::PrefillOnce, prefillThenStep = Schedule::PrefillThenStep;
     const CommonDefaults onEvery{"every_step"}, onPrefill{"prefill_once"}, onPrefillThenStep{"prefill_then_step"};
     const auto sinks = intParam("sinks", "4", 0, kMaxTokens, "attention sinks: the first S tokens, always kept");
     const auto tau = realParam("tau", "1", 0, 1e6, "a key is used when its attention is at least tau/n");
     return {
-        info("full", "Full cache", "-", "keep everything (the reference for every metric)", prefill, false,
-             withCommon({}, {"prefill_once"})),
-        info("window", "Sliding window", "FIFO", "keep the last B tokens", every, false, withCommon({}, onEvery)),
+        referenceInfo(withCommon({}, {"prefill_once"})),
+        info("window", "Sliding window", "FIFO", "keep the last B tokens", every, Nothing, withCommon({}, onEvery)),
         info("streaming", "StreamingLLM", "Xiao et al. 2023, mit-han-lab/streaming-llm",
-             "keep S sinks + the last B-S tokens", every, false,
+             "keep S sinks + the last B-S tokens", every, Nothing,
              withCommon({sinks, {"rerotate", Type::Bool, "false", 0, 0, {}, "re-rotate kept keys to their cache index"}},
                         onEvery)),
         info("random", "Random", "seeded baseline", "keep a seeded uniform sample of B tokens (plus a window)", every,
-             false,
+             Nothing,
              withCommon({intParam("seed", "0", 0, 4294967295.0, "random seed"),
                          intParam("window", "0", 0, kMaxTokens, "the last W tokens are always kept")},
                         onEvery)),
         info("lru", "LRU", "least recently used",
-             "keep the B keys used most recently (attention >= tau/n)", every, true, withCommon({tau}, onEvery)),
+             "keep the B keys used most recently (attention >= tau/n)", every, Attention, withCommon({tau}, onEvery)),
         info("lfu", "LFU", "least frequently used", "keep the B keys used most often (attention >= tau/n)", every,
-             true, withCommon({tau}, onEvery)),
+             Attention, withCommon({tau}, onEvery)),
         info("h2o", "H2O", "Zhang et al., NeurIPS 2023, FMInference/H2O",
-             "keep the last `recent` tokens + the top heavy hitters by accumulated attention", prefillThenStep, true,
+             "keep the last `recent` tokens + the top heavy hitters by accumulated attention", prefillThenStep, Attention,
              withCommon({intParam("recent", "B/2", 0, kMaxTokens, "recent tokens always kept (default B/2)")},
                         onPrefillThenStep)),
         info("tova", "TOVA", "Oren et al. 2024, schwartz-lab-NLP/TOVA",
              "keep the top B by the current query's attention, averaged over all heads; one set per layer",
-             prefillThenStep, true, withCommon({}, onPrefillThenStep)),
+             prefillThenStep, Attention, withCommon({}, onPrefillThenStep)),
         info("snapkv", "SnapKV", "Li et al. 2024, FasterDecoding/SnapKV",
-             "pooled attention of the last W prompt queries; keep the top B-W + the window", prefill, false,
+             "pooled attention of the last W prompt queries; keep the top B-W + the window", prefill, Keys,
              withCommon(snapParams(), onPrefill)),
         info("pyramidkv", "PyramidKV", "Cai et al. 2024, Zefan-Cai/KVCache-Factory",
-             "SnapKV scoring with budgets decreasing from the lowest layer to the top", prefill, false,
+             "SnapKV scoring with budgets decreasing from the lowest layer to the top", prefill, Keys,
              withCommon(snapParams(), {"prefill_once", "pyramid"})),
         info("adakv", "Ada-KV", "Feng et al. 2024, FFY0/AdaKV; kvpress AdaKVPress",
-             "SnapKV scores; per-head budgets from a layer-wide top-k with a per-head floor", prefill, false,
+             "SnapKV scores; per-head budgets from a layer-wide top-k with a per-head floor", prefill, Keys,
              withCommon(snapParams(), {"prefill_once", "uniform", "adaptive", "0.2"})),
         info("andpro", "AnDPro", "Geng et al., NeurIPS 2025, MIRALab-USTC/LLM-AnDPro",
-             "project each token's attention output onto the window's anchor direction; global top-k", prefill, false,
+             "project each token's attention output onto the window's anchor direction; global top-k", prefill, Keys,
              withCommon(snapParams({sinks, intParam("chunk", "1", 1, 4096, "score chunks of this many tokens")}),
                         {"prefill_once", "uniform", "adaptive", "0"})),
         info("knorm", "Key norm", "Devoto et al., EMNLP 2024", "keep the B keys with the lowest L2 norm", prefill,
-             false,
+             Keys,
              withCommon({{"skip_layers", Type::IntList, "0,1", 0, 1e5, {}, "layers that keep everything"}},
                         onPrefill)),
     };
@@ -270,10 +280,46 @@ const char* gqaReduceName(GqaReduce g) {
     return "mean";
 }
 
-const std::vector<PolicyInfo>& policyRegistry() {
-    static const std::vector<PolicyInfo> registry = buildRegistry();
+namespace {
+std::deque<PolicyInfo>& registryStorage() {
+    static std::deque<PolicyInfo> registry = buildRegistry();
     return registry;
 }
+}  // namespace
+
+const std::deque<PolicyInfo>& policyRegistry() { return registryStorage(); }
+
+void registerPolicyInfo(PolicyInfo info) {
+    auto& registry = registryStorage();
+    if (info.id.empty() || info.id.find_first_of(":,= ") != std::string::npos)
+        throw ArgumentError("a policy id must be non-empty, without ':', ',', '=' or spaces (got '" + info.id + "')");
+    for (const auto& known : registry)
+        if (known.id == info.id) throw ArgumentError("policy '" + info.id + "' is already registered");
+    if (info.fullCache) throw ArgumentError("policy '" + info.id + "': the full cache is the only policy that keeps everything as the reference");
+    registry.push_back(std::move(info));
+}
+
+PolicyInfo makePolicyInfo(std::string id, std::string name, std::string reference, std::string summary,
+                          Schedule defaultSchedule, bool usesAttention, bool usesKeys, std::vector<ParamSpec> own) {
+    const CommonDefaults defaults{scheduleName(defaultSchedule)};
+    return info(std::move(id), std::move(name), std::move(reference), std::move(summary), defaultSchedule,
+                (usesAttention ? Attention : Nothing) | (usesKeys ? Keys : Nothing),
+                withCommon(std::move(own), defaults));
+}
+
+const PolicyInfo& fullCachePolicy() {
+    for (const auto& info : policyRegistry())
+        if (info.fullCache) return info;
+    throw Error("the policy registry has no full cache");  // buildRegistry() always adds it
+}
+
+PolicyConfig fullCacheConfig() { return parsePolicySpec(fullCachePolicy().id); }
+
+bool isFullCache(const std::string& id) { return id == fullCachePolicy().id; }
+
+bool isFullCache(const PolicyConfig& config) { return isFullCache(config.id); }
+
+bool adaptiveHeads(const PolicyConfig& config) { return config.has("heads") && config.text("heads") == "adaptive"; }
 
 const PolicyInfo& findPolicy(const std::string& id) {
     std::vector<std::string> ids;

@@ -18,7 +18,7 @@ struct GenerateOptions {
     int64_t steps = 32;
     SamplingOptions sampling;
     std::vector<int64_t> stopIds;  // generation ends after emitting one of these
-    PolicyConfig policy = parsePolicySpec("full");
+    PolicyConfig policy = fullCacheConfig();
     BudgetSpec budget;
 };
 

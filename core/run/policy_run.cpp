@@ -27,7 +27,7 @@ private:
 };
 
 LayerBudgets budgetsFor(const PolicyConfig& c, const BudgetSpec& spec, int64_t promptLength, int64_t numLayers) {
-    if (c.id != "full") return policyBudgets(c, spec, promptLength, numLayers);
+    if (!isFullCache(c)) return policyBudgets(c, spec, promptLength, numLayers);
     LayerBudgets b;
     b.perLayer.assign(numLayers, std::numeric_limits<int32_t>::max());
     b.compress = false;
@@ -45,7 +45,7 @@ TokenStatus statusOf(KeepReason r) {
 }
 
 std::string scheduleLabel(const PolicyConfig& c) {
-    if (c.id == "full") return "-";
+    if (isFullCache(c)) return "-";
     if (c.schedule == Schedule::EveryN) return "every_n(" + std::to_string(c.everyN) + ")";
     return scheduleName(c.schedule);
 }
@@ -72,7 +72,7 @@ PolicyRun::PolicyRun(const Model& model, PolicyConfig config, const BudgetSpec& 
                      CaptureTarget capture)
     : m_model(model),
       m_config(std::move(config)),
-      m_policy(m_config.id == "full" ? nullptr : makePolicy(m_config)),
+      m_policy(isFullCache(m_config) ? nullptr : makePolicy(m_config)),
       m_cache(model.newCache(CacheOptions{m_config.has("rerotate") && m_config.getBool("rerotate")})),
       m_budgets(budgetsFor(m_config, budget, promptLength, model.config().numLayers)),
       m_promptLength(promptLength),
@@ -106,7 +106,6 @@ LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
     s.numLayers = c.numLayers;
     s.numHeads = c.numHeads;
     s.numKvHeads = c.numKvHeads;
-    s.cache = &m_cache;
     s.device = m_model.device();
     if (m_policy && m_policy->info().usesKeys) {
         KvCache::Entries e = m_cache.entries(layer);

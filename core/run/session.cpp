@@ -162,9 +162,9 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options) : m
     m->validate();
     const int64_t T = static_cast<int64_t>(m->opt.prompt.size());
     const CaptureTarget capture{m->opt.attention.enabled, m->opt.attention.layer, m->opt.attention.head};
-    std::vector<PolicyConfig> configs{parsePolicySpec("full")};
+    std::vector<PolicyConfig> configs{fullCacheConfig()};
     for (const auto& p : m->opt.policies)
-        if (p.id != "full") configs.push_back(p);
+        if (!isFullCache(p)) configs.push_back(p);
     for (const auto& c : configs) {
         m->runs.push_back(std::make_unique<PolicyRun>(*m->model, c, m->opt.budget, T, capture));
         m->samplers.emplace_back(m->opt.sampling);

@@ -28,22 +28,8 @@ constexpr int64_t kPrompt = 20;
 
 using Keep = std::vector<std::vector<int64_t>>;  // per KV head
 
-struct Built {
-    TestModel tm;
-    std::unique_ptr<Model> model;
-};
-
-const Built& built(const std::string& name) {
-    static ScratchDir scratch("compaction");
-    static std::map<std::string, std::unique_ptr<Built>> cache;
-    auto it = cache.find(name);
-    if (it != cache.end()) return *it->second;
-    const Variant& v = variantByName(name);
-    auto b = std::make_unique<Built>();
-    b->tm = makeRandomModel(v.family, v.options, 4242 + cache.size(), scratch / name);
-    b->model = loadOnCpu(b->tm);
-    return *(cache[name] = std::move(b));
-}
+using Built = BuiltVariant;
+const Built& built(const std::string& name) { return builtVariant(name); }
 
 double tolFor(const Rows& ref) { return kRelTol * std::max(1.0, maxAbs(ref)); }
 

@@ -24,27 +24,8 @@ constexpr double kRelTol = 1e-4;
 constexpr double kProbTol = 1e-5;
 constexpr int64_t kPromptLen = 12;
 
-struct Built {
-    TestModel tm;
-    std::unique_ptr<Model> model;
-};
-
-// One model directory per variant, shared by the tests of this executable.
-const Built& built(const std::string& name) {
-    static ScratchDir scratch("forward");
-    static std::map<std::string, std::unique_ptr<Built>> cache;
-    auto it = cache.find(name);
-    if (it != cache.end()) return *it->second;
-    const auto variants = standardVariants();
-    uint64_t seed = 1000;
-    for (size_t i = 0; i < variants.size(); ++i)
-        if (variants[i].name == name) seed += 17 * i;
-    const Variant& v = variantByName(name);
-    auto b = std::make_unique<Built>();
-    b->tm = makeRandomModel(v.family, v.options, seed, scratch / name);
-    b->model = loadOnCpu(b->tm);
-    return *(cache[name] = std::move(b));
-}
+using Built = BuiltVariant;
+const Built& built(const std::string& name) { return builtVariant(name); }
 
 double tolFor(const Rows& ref) { return kRelTol * std::max(1.0, maxAbs(ref)); }
 

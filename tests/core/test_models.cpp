@@ -191,19 +191,24 @@ std::unique_ptr<Model> loadOnCpu(const TestModel& m, const std::string& dtype) {
     return Model::load(m.dir, s);
 }
 
-std::shared_ptr<const Model> variantModel(const std::string& name, const RunSettings& settings) {
+const BuiltVariant& builtVariant(const std::string& name) {
     static ScratchDir scratch("variants");
+    static std::map<std::string, std::unique_ptr<BuiltVariant>> built;
+    if (auto it = built.find(name); it != built.end()) return *it->second;
+    uint64_t seed = 2000;
+    for (char c : name) seed = seed * 31 + static_cast<unsigned char>(c);
+    const Variant& v = variantByName(name);
+    auto b = std::make_unique<BuiltVariant>();
+    b->tm = makeRandomModel(v.family, v.options, seed, scratch / name);
+    b->model = loadOnCpu(b->tm);
+    return *(built[name] = std::move(b));
+}
+
+std::shared_ptr<const Model> variantModel(const std::string& name, const RunSettings& settings) {
     static std::map<std::string, std::shared_ptr<const Model>> loaded;
-    const std::filesystem::path dir = scratch / name;
     const std::string key = name + "/" + settings.device + "/" + settings.dtype;
     if (auto it = loaded.find(key); it != loaded.end()) return it->second;
-    if (!std::filesystem::exists(dir / "config.json")) {
-        uint64_t seed = 2000;
-        for (char c : name) seed = seed * 31 + static_cast<unsigned char>(c);
-        const Variant& v = variantByName(name);
-        makeRandomModel(v.family, v.options, seed, dir);
-    }
-    return loaded[key] = std::shared_ptr<const Model>(Model::load(dir, settings));
+    return loaded[key] = std::shared_ptr<const Model>(Model::load(builtVariant(name).tm.dir, settings));
 }
 
 // ---------------------------------------------------------------- generator

@@ -117,8 +117,15 @@ double rowSumMaxDeviation(const at::Tensor& probs);
 
 // Model::load on the CPU in `dtype` (f32 by default).
 std::unique_ptr<Model> loadOnCpu(const TestModel& m, const std::string& dtype = "f32");
-// The model of a standard variant (seeded by its name), written once per
-// test executable and loaded once per settings (device, dtype).
+// A standard variant written once per test executable (seeded by its name)
+// and loaded on the CPU in f32: the weights as stored, for the naive
+// reference, and the model.
+struct BuiltVariant {
+    TestModel tm;
+    std::shared_ptr<const Model> model;
+};
+const BuiltVariant& builtVariant(const std::string& name);
+// The same model directory loaded once per settings (device, dtype).
 std::shared_ptr<const Model> variantModel(const std::string& name, const RunSettings& settings);
 
 // A scratch folder for model directories: $KVLENS_TEST_TMP (or the

@@ -33,7 +33,27 @@ TEST(Registry, HasEveryPolicyOfPoliciesMd) {
     for (const auto& info : policyRegistry()) ids.insert(info.id);
     const std::set<std::string> expected = {"full", "window", "streaming", "random", "lru", "lfu", "h2o",
                                             "tova", "snapkv", "pyramidkv", "adakv", "andpro", "knorm"};
-    EXPECT_EQ(ids, expected);
+    for (const auto& id : expected) EXPECT_EQ(ids.count(id), 1u) << id;
+    // Besides them only what this executable registers itself (fixture_policy.cpp).
+    EXPECT_EQ(ids.size(), expected.size() + 1);
+    EXPECT_EQ(ids.count("test_vnorm"), 1u);
+    EXPECT_TRUE(policyRegistry().front().fullCache);
+    EXPECT_EQ(fullCachePolicy().id, "full");
+}
+
+TEST(Registry, RegisteringRefusesTakenIdsAndASecondReference) {
+    EXPECT_THROW(registerPolicyInfo(makePolicyInfo("snapkv", "again", "-", "-", Schedule::PrefillOnce, false, false)),
+                 ArgumentError);
+    EXPECT_THROW(registerPolicyInfo(makePolicyInfo("bad id", "x", "-", "-", Schedule::PrefillOnce, false, false)),
+                 ArgumentError);
+    PolicyInfo second = makePolicyInfo("full2", "x", "-", "-", Schedule::PrefillOnce, false, false);
+    second.fullCache = true;
+    EXPECT_THROW(registerPolicyInfo(second), ArgumentError);
+    EXPECT_TRUE(isFullCache(fullCacheConfig()));
+    EXPECT_FALSE(isFullCache(parsePolicySpec("test_vnorm")));
+    EXPECT_TRUE(adaptiveHeads(parsePolicySpec("adakv")));
+    EXPECT_FALSE(adaptiveHeads(parsePolicySpec("adakv:heads=uniform")));
+    EXPECT_TRUE(adaptiveHeads(parsePolicySpec("snapkv:heads=adaptive")));
 }
 
 TEST(Registry, ParametersAndDefaultsFollowPoliciesMd) {

@@ -85,11 +85,11 @@ TEST_P(Conformance, KeptSetsHaveTheBudgetAndTheProtectedSets) {
             int64_t heldStatuses = 0;
             for (TokenStatus s : h.status) heldStatuses += isHeld(s) ? 1 : 0;
             EXPECT_EQ(heldStatuses, h.held) << "statuses must describe the cache";
-            if (!adaptive && cfg.id != "full" && !skipsLayer(cfg, l)) EXPECT_LE(h.held, B);
+            if (!adaptive && !isFullCache(cfg) && !skipsLayer(cfg, l)) EXPECT_LE(h.held, B);
         }
-        const int64_t expected = (cfg.id == "full" || skipsLayer(cfg, l)) ? kPrompt : std::min(B, kPrompt);
+        const int64_t expected = (isFullCache(cfg) || skipsLayer(cfg, l)) ? kPrompt : std::min(B, kPrompt);
         EXPECT_EQ(total, trace->numKvHeads * expected) << "the layer holds exactly its budget";
-        if (cfg.id == "full" || skipsLayer(cfg, l)) continue;
+        if (isFullCache(cfg) || skipsLayer(cfg, l)) continue;
         for (int64_t pos : protectedPositions(cfg, B, kPrompt))
             for (size_t h = 0; h < lt.heads.size(); ++h)
                 EXPECT_TRUE(isHeld(lt.heads[h].status[pos])) << "protected position " << pos << " of head " << h;
@@ -122,7 +122,7 @@ TEST_P(NoEviction, BudgetCoveringTheSequenceChangesNothing) {
 std::vector<Case> cases() {
     std::vector<Case> out;
     for (const auto& info : policyRegistry())
-        if (info.id != "full")  // the Session's own run 0
+        if (!info.fullCache)  // the Session's own run 0
         for (const char* b : {"3", "25%", "50%", "60"}) out.push_back({info.id, b});
     return out;
 }
@@ -138,7 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, Conformance, ::testing::ValuesIn(cases()), ca
 std::vector<std::string> policyIds() {
     std::vector<std::string> out;
     for (const auto& info : policyRegistry())
-        if (info.id != "full") out.push_back(info.id);
+        if (!info.fullCache) out.push_back(info.id);
     return out;
 }
 

@@ -43,7 +43,7 @@ SessionOptions everyPolicy(const Model& model, const std::string& schedule) {
     SessionOptions o;
     o.prompt = test::randomTokens(20, model.config().vocabSize, 11);
     for (const PolicyInfo& info : policyRegistry())
-        if (info.id != "full") o.policies.push_back(parsePolicySpec(info.id + ":schedule=" + schedule));
+        if (!info.fullCache) o.policies.push_back(parsePolicySpec(info.id + ":schedule=" + schedule));
     o.budget = parseBudget("8");
     o.attention = {true, 1, 1};
     return o;
@@ -79,7 +79,7 @@ TEST(Gpu, Bf16SessionWithEveryPolicyIsFiniteAndCloseToF32) {
     SessionOptions o = everyPolicy(*f32, "every_step");
     o.policies.clear();
     for (const PolicyInfo& info : policyRegistry())
-        if (info.id != "full") o.policies.push_back(parsePolicySpec(info.id));
+        if (!info.fullCache) o.policies.push_back(parsePolicySpec(info.id));
     o.continuation = test::randomTokens(kSteps, f32->config().vocabSize, 4);
     const auto want = traces(f32, o), got = traces(bf16, o);
     const Trace &g = *got.back(), &w = *want.back();

@@ -53,7 +53,7 @@ SessionOptions everyPolicy(const Model& model) {
     o.prompt = test::randomTokens(24, model.config().vocabSize, 3);
     o.continuation = test::randomTokens(kSteps, model.config().vocabSize, 4);
     for (const PolicyInfo& info : policyRegistry())
-        if (info.id != "full") o.policies.push_back(parsePolicySpec(info.id));
+        if (!info.fullCache) o.policies.push_back(parsePolicySpec(info.id));
     o.budget = parseBudget("10");
     o.attention = {true, 1, 1};
     return o;

@@ -48,7 +48,7 @@ void sharedEqualsAlone(Family family, uint64_t seed) {
     const BudgetSpec budget = parseBudget("16");
     std::vector<PolicyConfig> configs;
     for (const auto& info : policyRegistry()) {
-        if (info.id == "full") continue;
+        if (info.fullCache) continue;
         for (const char* schedule : {"prefill_once", "prefill_then_step"})
             configs.push_back(parsePolicySpec(info.id + ":schedule=" + schedule));
     }
