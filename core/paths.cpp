@@ -33,4 +33,17 @@ fs::path findResource(const fs::path& relative) {
 
 fs::path bundledModelDir() { return findResource("models/kvlens-tiny"); }
 
+fs::path findDocument(const std::string& name) {
+    std::string searched;
+    for (const auto& dir : resourceSearchPath()) {
+        // <prefix>/share/kvlens -> <prefix>/share/doc/kvlens; <source>/resources -> <source>/docs.
+        for (const fs::path& docs : {dir.parent_path() / "doc" / "kvlens", dir.parent_path() / "docs"}) {
+            std::error_code ec;
+            if (fs::exists(docs / name, ec)) return docs / name;
+            searched += (searched.empty() ? "" : ", ") + (docs / name).string();
+        }
+    }
+    throw Error("document '" + name + "' not found (searched: " + searched + ")");
+}
+
 }  // namespace kvlens

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds the reliability build into ./build-asan: clang with
 # ASan + UBSan, no GUI, the unit tests of KVLENS_SANITIZE_TESTS and the
-# libFuzzer targets of tests/fuzz (README "Tests"). Extra arguments go to
+# libFuzzer targets of tests/fuzz (docs/reliability.md). Extra arguments go to
 # cmake. `ctest` in build-asan runs them (labels asan and fuzz);
 # scripts/run-tests.sh runs them in the same CTest invocation as build/.
 set -euo pipefail

@@ -3,6 +3,7 @@
 #include <QAction>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QDesktopServices>
 #include <QDockWidget>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -12,7 +13,9 @@
 #include <QProgressBar>
 #include <QStatusBar>
 #include <QUndoStack>
+#include <QUrl>
 #include <QVBoxLayout>
+#include <filesystem>
 #include <utility>
 
 #include "app/gui/examples.h"
@@ -194,6 +197,19 @@ void MainWindow::buildActions() {
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
     for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+
+    // The project's own reference (docs/, installed in /usr/share/doc/kvlens).
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    auto openDocument = [this](const std::string& name, bool folder) {
+        try {
+            const std::filesystem::path page = findDocument(name);
+            QDesktopServices::openUrl(QUrl::fromLocalFile(QString::fromStdString((folder ? page.parent_path() : page).string())));
+        } catch (const std::exception& e) {
+            QMessageBox::warning(this, tr("Documentation"), QString::fromStdString(e.what()));
+        }
+    };
+    add(help, tr("&Policies reference"), QKeySequence::HelpContents, [openDocument] { openDocument("policies.md", false); });
+    add(help, tr("&Documentation folder"), QKeySequence(), [openDocument] { openDocument("policies.md", true); });
 }
 
 void MainWindow::connectController() {

@@ -2,7 +2,7 @@
 // Data exports of a Trace (torch-free, kvlens_base): attention matrices,
 // kept/evicted masks, scores, budgets and metrics as CSV, JSON or NPY, in
 // the shapes a notebook expects. The GUI and `kvlens-cli export` both write
-// through these functions; the README documents the columns.
+// through these functions; docs/file-formats.md documents the columns.
 #include <cstdint>
 #include <filesystem>
 #include <string>

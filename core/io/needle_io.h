@@ -1,6 +1,6 @@
 #pragma once
 // Needle grids as data: JSON (format "kvlens-needle", version 1; documented
-// in the README) and CSV (one row per cell), and back from JSON.
+// in docs/cli.md) and CSV (one row per cell), and back from JSON.
 #include <string>
 
 #include <nlohmann/json.hpp>

@@ -3,7 +3,7 @@
 // "kvlens-session", version 1) so that opening it reproduces the same traces:
 // the model directory and a fingerprint of its files, the prompt, the
 // policies with their parameters, the budgets, decoding, and the view.
-// Torch-free (kvlens_base). The README documents the format.
+// Torch-free (kvlens_base). docs/file-formats.md documents the format.
 #include <cstdint>
 #include <filesystem>
 #include <string>

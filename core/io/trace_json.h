@@ -1,5 +1,5 @@
 #pragma once
-// Traces as JSON (format "kvlens-trace", version 1; documented in the README).
+// Traces as JSON (format "kvlens-trace", version 1; documented in docs/file-formats.md).
 // Torch-free.
 #include <string>
 

@@ -11,7 +11,7 @@
 
 namespace kvlens {
 
-// Rows one pass over the weights serves (measured: README, Performance),
+// Rows one pass over the weights serves (measured: docs/performance.md),
 // and rows up to which the streaming kernel is used at all, in passes of
 // kStreamedRowsMax: a decode step of up to 32 lockstep runs. Every row's
 // result is the same whichever rows share its call (bit for bit), so a
