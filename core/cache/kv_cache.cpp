@@ -9,7 +9,6 @@
 
 #include "core/error.h"
 #include "core/host_paths.h"
-#include "core/model/rope.h"
 
 namespace kvlens {
 namespace {
@@ -21,9 +20,14 @@ at::Tensor hostLongs(const std::vector<int64_t>& v, int64_t rows, int64_t cols, 
 }  // namespace
 
 KvCache::KvCache(int64_t layers, int64_t kvHeads, int64_t headDim, at::ScalarType dtype, at::Device device,
-                 const Rope* rope, CacheOptions options)
-    : m_kvHeads(kvHeads), m_headDim(headDim), m_dtype(dtype), m_device(device), m_rope(rope), m_options(options) {
-    if (options.rerotate && !rope) throw ArgumentError("rerotate needs a model with rotary position embeddings");
+                 Rerotation rerotate, CacheOptions options)
+    : m_kvHeads(kvHeads),
+      m_headDim(headDim),
+      m_dtype(dtype),
+      m_device(device),
+      m_rerotate(std::move(rerotate)),
+      m_options(options) {
+    if (options.rerotate && !m_rerotate) throw ArgumentError("rerotate needs a model with rotary position embeddings");
     m_layers.resize(layers);
     clear();
 }
@@ -275,6 +279,13 @@ void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep
     // every key anyway, so it always compacts.
     if (!m_options.rerotate && evictInPlace(L, keep)) return;
 
+    auto [k, v] = gatherKept(L, keep, newMax);
+    storeCompacted(L, k, v, newMax);
+    rebuildBookkeeping(L, keep, equalLengths);
+}
+
+std::pair<at::Tensor, at::Tensor> KvCache::gatherKept(const Layer& L, const std::vector<std::vector<int64_t>>& keep,
+                                                      int64_t newMax) const {
     // Gather indices per head; padding rows point at column 0 and are masked.
     std::vector<int64_t> idx(static_cast<size_t>(m_kvHeads * newMax), 0), delta(idx.size(), 0);
     for (int64_t h = 0; h < m_kvHeads; ++h)
@@ -304,8 +315,11 @@ void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep
         k = L.k.narrow(1, 0, L.used).gather(1, index);
         v = L.v.narrow(1, 0, L.used).gather(1, index);
     }
-    if (m_options.rerotate) k = m_rope->apply(k, hostLongs(delta, m_kvHeads, newMax, m_device));
+    if (m_options.rerotate) k = m_rerotate(k, hostLongs(delta, m_kvHeads, newMax, m_device));
+    return {k, v};
+}
 
+void KvCache::storeCompacted(Layer& L, const at::Tensor& k, const at::Tensor& v, int64_t newMax) {
     // Shrink the allocation when it is far larger than what is kept, so that
     // eviction frees memory; otherwise compact in place.
     const int64_t cap = L.k.size(1);
@@ -319,6 +333,9 @@ void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep
     L.k.narrow(1, 0, newMax).copy_(k);
     L.v.narrow(1, 0, newMax).copy_(v);
     L.used = newMax;
+}
+
+void KvCache::rebuildBookkeeping(Layer& L, const std::vector<std::vector<int64_t>>& keep, bool equalLengths) {
     for (auto& h : L.holes) h.clear();
     for (int64_t h = 0; h < m_kvHeads; ++h) {
         std::vector<int64_t> cols(keep[h].size()), pos(keep[h].size());

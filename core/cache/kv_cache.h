@@ -13,6 +13,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <vector>
 
 namespace kvlens {
@@ -24,7 +26,12 @@ struct PositionBand {
     int64_t sinks = 0, window = 0;
 };
 
-class Rope;
+// Re-rotation of kept keys for StreamingLLM's position shift: keys
+// [Hkv, n, D] turned by per-entry position deltas [Hkv, n] (long). The model
+// gives its RoPE (Model::newCache); empty for models without rotary
+// embeddings, where rerotate is refused. Injected, so that the cache does
+// not depend on the model.
+using Rerotation = std::function<at::Tensor(const at::Tensor& keys, const at::Tensor& deltas)>;
 
 // keep: sorted, unique indices into n entries. Calls f(to, from, count) for
 // each maximal run of consecutive kept entries, in order: entries
@@ -57,9 +64,9 @@ struct CacheOptions {
 
 class KvCache {
 public:
-    // rope may be null for models without rotary embeddings (then rerotate is refused).
+    // rerotate may be empty (no rotary embeddings): then options.rerotate is refused.
     KvCache(int64_t layers, int64_t kvHeads, int64_t headDim, at::ScalarType dtype, at::Device device,
-            const Rope* rope, CacheOptions options = {});
+            Rerotation rerotate, CacheOptions options = {});
 
     // What attention reads for one layer after an append.
     struct LayerView {
@@ -146,7 +153,15 @@ private:
         mutable bool indexIdentity = false, indexValid = false;
     };
     bool placeInHoles(Layer& L, const at::Tensor& k, const at::Tensor& v, int64_t rot0);
+    // apply()'s steps: a few evictions free their columns and move nothing
+    // (false: too many holes, compact instead); otherwise the kept entries
+    // are gathered (and re-rotated), stored from column 0 (the allocation
+    // shrunk when far too large), and the bookkeeping rebuilt.
     bool evictInPlace(Layer& L, const std::vector<std::vector<int64_t>>& keep);
+    std::pair<at::Tensor, at::Tensor> gatherKept(const Layer& L, const std::vector<std::vector<int64_t>>& keep,
+                                                 int64_t newMax) const;
+    void storeCompacted(Layer& L, const at::Tensor& k, const at::Tensor& v, int64_t newMax);
+    void rebuildBookkeeping(Layer& L, const std::vector<std::vector<int64_t>>& keep, bool equalLengths);
     void reserve(Layer& L, int64_t columns);
     void checkKeep(int64_t layer, const std::vector<std::vector<int64_t>>& keep) const;
     uint64_t entryBytes() const;
@@ -155,7 +170,7 @@ private:
     int64_t m_kvHeads, m_headDim;
     at::ScalarType m_dtype;
     at::Device m_device;
-    const Rope* m_rope;
+    Rerotation m_rerotate;
     CacheOptions m_options;
     int64_t m_seqLen = 0;
     std::vector<Layer> m_layers;

@@ -95,7 +95,10 @@ KvCache Model::newCache(CacheOptions options) const {
     if (options.rerotate && !m->rope)
         throw ArgumentError(std::string("rerotate needs rotary position embeddings; ") + familyName(m->cfg.family) +
                             " has learned absolute positions");
-    return KvCache(m->cfg.numLayers, m->cfg.numKvHeads, m->cfg.headDim, m->dtype, m->device, m->rope.get(), options);
+    Rerotation rerotate;
+    if (const Rope* rope = m->rope.get())
+        rerotate = [rope](const at::Tensor& keys, const at::Tensor& deltas) { return rope->apply(keys, deltas); };
+    return KvCache(m->cfg.numLayers, m->cfg.numKvHeads, m->cfg.headDim, m->dtype, m->device, std::move(rerotate), options);
 }
 
 }  // namespace kvlens

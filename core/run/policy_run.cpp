@@ -44,6 +44,46 @@ TokenStatus statusOf(KeepReason r) {
     return TokenStatus::Held;
 }
 
+// A plan's promises, checked on every trim (the cache checks the indices
+// themselves): the layer keeps at most Hkv x budget entries, each head at
+// most the budget unless the policy allocates per head (a plan that keeps
+// everything, as knorm's skipped layers do, is always fine), and an entry is kept
+// exactly when its reason is not Evicted, so every entry a rule protects
+// (sinks, window) stays. A broken promise is a bug in the policy: an Error
+// naming it, never a cache that silently holds something else.
+void checkPlanHolds(const PolicyConfig& config, const LayerState& st, const Plan& plan) {
+    auto broken = [&](const std::string& what) {
+        throw Error("policy " + config.label() + " broke its plan at layer " + std::to_string(st.layer) + ": " + what);
+    };
+    if (static_cast<int64_t>(plan.keep.size()) != st.numKvHeads) broken("a keep list per KV head expected");
+    // Keeping every entry is always allowed (knorm's skipped layers).
+    bool everything = true;
+    for (int64_t h = 0; h < st.numKvHeads; ++h) everything &= static_cast<int64_t>(plan.keep[h].size()) == st.length(h);
+    const bool perHead = adaptiveHeads(config) || everything;
+    int64_t kept = 0;
+    for (int64_t h = 0; h < st.numKvHeads; ++h) {
+        const auto& keep = plan.keep[h];
+        kept += static_cast<int64_t>(keep.size());
+        if (!perHead && static_cast<int64_t>(keep.size()) > st.budget)
+            broken("KV head " + std::to_string(h) + " keeps " + std::to_string(keep.size()) + " entries, budget " +
+                   std::to_string(st.budget));
+        if (plan.reasons.empty()) continue;
+        const auto& reasons = plan.reasons.at(h);
+        if (static_cast<int64_t>(reasons.size()) != st.length(h)) broken("a reason per entry expected");
+        size_t next = 0;  // keep is sorted (the cache checks it)
+        for (size_t i = 0; i < reasons.size(); ++i) {
+            const bool isKept = next < keep.size() && keep[next] == static_cast<int64_t>(i);
+            if (isKept) ++next;
+            if (isKept != (reasons[i] != KeepReason::Evicted))
+                broken("KV head " + std::to_string(h) + " entry " + std::to_string(i) +
+                       (isKept ? " is kept but marked evicted" : " is evicted but marked kept (a protected entry?)"));
+        }
+    }
+    if (!everything && kept > st.numKvHeads * st.budget)
+        broken("the layer keeps " + std::to_string(kept) + " entries, budget " + std::to_string(st.numKvHeads) + " x " +
+               std::to_string(st.budget));
+}
+
 std::string scheduleLabel(const PolicyConfig& c) {
     if (isFullCache(c)) return "-";
     if (c.schedule == Schedule::EveryN) return "every_n(" + std::to_string(c.everyN) + ")";
@@ -270,6 +310,7 @@ void PolicyRun::trim() {
         if (total <= c.numKvHeads * m_budgets.perLayer[l]) continue;
         LayerState st = takeState(l, m_cache.seqLen());
         Plan plan = m_policy->plan(st);
+        checkPlanHolds(m_config, st, plan);
         m_cache.apply(l, plan.keep);
         m_policy->applied(l, plan.keep);
         record(l, std::move(st.positions), std::move(plan));  // the state's positions are those before the trim
