@@ -44,6 +44,14 @@ TokenStatus statusOf(KeepReason r) {
     return TokenStatus::Held;
 }
 
+std::string scheduleLabel(const PolicyConfig& c) {
+    if (isFullCache(c)) return "-";
+    if (c.schedule == Schedule::EveryN) return "every_n(" + std::to_string(c.everyN) + ")";
+    return scheduleName(c.schedule);
+}
+
+}  // namespace
+
 // A plan's promises, checked on every trim (the cache checks the indices
 // themselves): the layer keeps at most Hkv x budget entries, each head at
 // most the budget unless the policy allocates per head (a plan that keeps
@@ -83,14 +91,6 @@ void checkPlanHolds(const PolicyConfig& config, const LayerState& st, const Plan
         broken("the layer keeps " + std::to_string(kept) + " entries, budget " + std::to_string(st.numKvHeads) + " x " +
                std::to_string(st.budget));
 }
-
-std::string scheduleLabel(const PolicyConfig& c) {
-    if (isFullCache(c)) return "-";
-    if (c.schedule == Schedule::EveryN) return "every_n(" + std::to_string(c.everyN) + ")";
-    return scheduleName(c.schedule);
-}
-
-}  // namespace
 
 PromptRecord PromptRecord::prefix(int64_t n) const {
     if (!complete) throw Error("PromptRecord::prefix: the record is not complete");

@@ -29,6 +29,13 @@ struct PromptRecord {
     PromptRecord prefix(int64_t n) const;
 };
 
+// A plan's promises, checked by every trim: the layer keeps at most
+// Hkv x budget entries, each head at most the budget unless the policy
+// allocates per head (keeping everything is always fine), and an entry is
+// kept exactly when its reason is not Evicted (so protected entries stay).
+// Throws Error naming the policy and the layer.
+void checkPlanHolds(const PolicyConfig& config, const LayerState& state, const Plan& plan);
+
 struct CaptureTarget {
     bool enabled = false;
     int64_t layer = 0, head = 0;  // query head

@@ -9,7 +9,9 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "core/policy/select.h"
+#include "core/run/policy_run.h"
 #include "fixtures.h"
 
 using namespace kvlens;
@@ -166,3 +168,48 @@ TEST_P(EveryPolicy, BatchedPrefixEqualsOneTokenAtATime) {
 
 INSTANTIATE_TEST_SUITE_P(Registry, EveryPolicy, ::testing::ValuesIn(allIds()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// What PolicyRun::trim checks on every plan (core/run/policy_run.h): a
+// policy that breaks its promises is an Error naming it, not a cache that
+// holds something else.
+TEST(PlanCheck, ABrokenPlanIsAnErrorNamingThePolicy) {
+    at::Generator gen = at::detail::createCPUGenerator(3);
+    const int64_t Hq = 4, Hkv = 2, L = 10, D = 8, B = 4;
+    const LayerState s = makeState(at::randn({Hkv, L, D}, gen), at::randn({Hkv, L, D}, gen), Hq, B);
+    const PolicyConfig snapkv = parsePolicySpec("snapkv:window=2");
+    auto plan = [&](std::vector<int64_t> keep) {
+        Plan p;
+        for (int64_t h = 0; h < Hkv; ++h) {
+            p.keep.push_back(keep);
+            std::vector<KeepReason> r(static_cast<size_t>(L), KeepReason::Evicted);
+            for (int64_t i : keep) r[static_cast<size_t>(i)] = KeepReason::Score;
+            p.reasons.push_back(r);
+        }
+        return p;
+    };
+    auto message = [&](const PolicyConfig& c, const Plan& p) -> std::string {
+        try {
+            checkPlanHolds(c, s, p);
+        } catch (const Error& e) {
+            return e.what();
+        }
+        return "";
+    };
+    EXPECT_EQ(message(snapkv, plan({2, 5, 8, 9})), "") << "B entries per head";
+    EXPECT_EQ(message(snapkv, plan({0, 1, 2, 3, 4, 5, 6, 7, 8, 9})), "") << "keeping everything (knorm's skipped layers)";
+    const std::string over = message(snapkv, plan({1, 2, 5, 8, 9}));
+    EXPECT_NE(over.find("policy snapkv:window=2 broke its plan at layer 0"), std::string::npos) << over;
+    EXPECT_NE(over.find("keeps 5 entries, budget 4"), std::string::npos) << over;
+    Plan lying = plan({2, 5, 8, 9});
+    lying.reasons[1][0] = KeepReason::Sink;  // a protected entry the plan evicts
+    const std::string lie = message(snapkv, lying);
+    EXPECT_NE(lie.find("KV head 1 entry 0 is evicted but marked kept"), std::string::npos) << lie;
+    // Per-head allocation: heads may differ while the layer total holds.
+    Plan ragged = plan({2, 5, 8, 9});
+    ragged.keep[0] = {1, 2, 5, 8, 9};
+    ragged.reasons[0][1] = KeepReason::Score;
+    ragged.keep[1] = {5, 8, 9};
+    ragged.reasons[1][2] = KeepReason::Evicted;
+    EXPECT_EQ(message(parsePolicySpec("adakv:window=2"), ragged), "");
+    EXPECT_NE(message(snapkv, ragged), "");
+}
