@@ -40,11 +40,11 @@ std::vector<float> downsample(const std::vector<float>& src, int64_t n) {
 }  // namespace
 
 AttentionLod::AttentionLod(const AttentionMap& map) : m_size(map.size) {
-    if (m_size <= 0 || map.values.size() != static_cast<size_t>(m_size * m_size)) {
+    if (m_size <= 0 || map.rows.size() != static_cast<size_t>(m_size)) {
         m_size = 0;
         return;
     }
-    std::vector<float> base(map.values.size());
+    std::vector<float> base(static_cast<size_t>(m_size * m_size));
     m_minPositive = std::numeric_limits<float>::infinity();
     for (int64_t q = 0; q < m_size; ++q)
         for (int64_t k = 0; k < m_size; ++k) {

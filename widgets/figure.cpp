@@ -267,10 +267,13 @@ ColourRange figureRange(const std::vector<FigureView>& views) {
         if (!v.trace || v.trace.get() == seen) continue;
         seen = v.trace.get();
         for (const AttentionMap& m : v.trace->attention) {
-            for (float x : m.values) {
-                if (std::isnan(x)) continue;
-                range.hi = std::max(range.hi, x);
-                if (x > 0) minPositive = std::min(minPositive, x);
+            for (const AttentionMap::Row& row : m.rows) {
+                if (!row) continue;
+                for (float x : *row) {
+                    if (std::isnan(x)) continue;
+                    range.hi = std::max(range.hi, x);
+                    if (x > 0) minPositive = std::min(minPositive, x);
+                }
             }
         }
     }

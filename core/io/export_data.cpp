@@ -240,7 +240,7 @@ std::vector<float> readNpy(const fs::path& file, std::vector<int64_t>* shape) {
 
 void writeAttentionNpy(const fs::path& file, const Trace& trace, size_t policy) {
     const AttentionMap& m = attentionOf(trace, policy);
-    writeNpy(file, m.values, {m.size, m.size});
+    writeNpy(file, m.dense(), {m.size, m.size});
 }
 
 }  // namespace kvlens

@@ -98,7 +98,7 @@ json traceToJson(const Trace& t, bool withLayers) {
     if (!t.attention.empty()) {
         json maps = json::array();
         for (const auto& m : t.attention)
-            maps.push_back({{"layer", m.layer}, {"head", m.head}, {"size", m.size}, {"values", floats(m.values)}});
+            maps.push_back({{"layer", m.layer}, {"head", m.head}, {"size", m.size}, {"values", floats(m.dense())}});
         out["attention"] = maps;
     }
     return out;

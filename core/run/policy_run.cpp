@@ -205,7 +205,7 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
                 if (pos[e] <= positions[i] && bandShows(layer, pos[e], positions[i]))
                     row[pos[e]] = p[i * L + static_cast<int64_t>(e)];
             if (static_cast<int64_t>(m_rows.size()) <= positions[i]) m_rows.resize(positions[i] + 1);
-            m_rows[positions[i]] = std::move(row);
+            m_rows[positions[i]] = std::make_shared<const std::vector<float>>(std::move(row));
         }
     }
     if (observing) {
@@ -383,20 +383,23 @@ void PolicyRun::record(int64_t layer, std::vector<std::vector<int64_t>> position
 
 void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel) {
     const int64_t T = static_cast<int64_t>(prompt.size());
+    // The tokens a replay of the full cache's record gave it (replayRecord), or none.
+    const int64_t from = m_cache.seqLen();
+    const std::vector<int64_t> rest = from == 0 ? prompt : std::vector<int64_t>(prompt.begin() + from, prompt.end());
     if (!m_policy || m_config.schedule == Schedule::PrefillOnce) {
-        forwardBatched(prompt, checkCancel);
+        forwardBatched(rest, checkCancel);
         if (m_policy && m_budgets.compress) trim();
     } else if (m_config.schedule == Schedule::PrefillThenStep) {
         // Full attention over the prompt, the policy scoring what the
         // prefill attended (H2O: summed over every prompt query; TOVA: the
         // last query's row), one compression to B; decode steps then trim.
-        forwardBatched(prompt, checkCancel);
+        forwardBatched(rest, checkCancel);
         trim();
     } else if (std::vector<PositionBand> band = prefillBand(); !band.empty()) {
         // Window/streaming: online reading keeps a band of positions, so one
         // batch under the band's mask, then one trim, gives the same cache.
         m_band = band;
-        forwardBatched(prompt, checkCancel);
+        forwardBatched(rest, checkCancel);
         m_band.clear();
         trim();
     } else {
@@ -411,10 +414,9 @@ void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::functi
 int64_t PolicyRun::beginOnlinePrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel) {
     // Online from the first token. While no layer exceeds its budget no
     // trim can happen, so that prefix is read in one batch (identical result).
-    const int64_t T = static_cast<int64_t>(prompt.size());
-    const int64_t minBudget = *std::min_element(m_budgets.perLayer.begin(), m_budgets.perLayer.end());
-    const int64_t prefix = std::max<int64_t>(1, std::min(T, minBudget));
-    forwardBatched(std::vector<int64_t>(prompt.begin(), prompt.begin() + prefix), checkCancel);
+    // The part a replay gave it (replayRecord) is not read again.
+    const int64_t prefix = std::max<int64_t>(1, untouchedPrefix()), from = m_cache.seqLen();
+    if (from < prefix) forwardBatched(std::vector<int64_t>(prompt.begin() + from, prompt.begin() + prefix), checkCancel);
     if (trimDue()) trim();
     return prefix;
 }
@@ -463,8 +465,10 @@ void PolicyRun::replayRecord(const Model& model, const PromptRecord& record, con
     if (followers.empty()) return;
     if (!record.complete) throw Error("PolicyRun::replayRecord: the record is not complete");
     for (PolicyRun* f : followers)
-        if (!f->sharesPrefill() || f->m_cache.seqLen() != 0)
-            throw Error("PolicyRun::replayRecord: " + f->m_config.label() + " cannot follow a replay");
+        if (!f->m_policy || f->m_cache.rerotate() || f->m_cache.seqLen() != 0 ||
+            !(f->sharesPrefill() || record.length() <= f->untouchedPrefix()))
+            throw Error("PolicyRun::replayRecord: " + f->m_config.label() + " cannot follow a replay of " +
+                        std::to_string(record.length()) + " tokens");
     // The scratch cache receives the chunks as the full cache did: the same
     // layout, so the same attention; every follower appends the same rows.
     KvCache scratch = model.newCache();
@@ -521,8 +525,17 @@ bool PolicyRun::readsPromptTokenByToken() const {
            prefillBand().empty();
 }
 
+int64_t PolicyRun::untouchedPrefix() const {
+    if (!m_policy || sharesPrefill() || m_promptDone) return 0;
+    // Until a layer holds more than its budget no trim evicts anything (a
+    // band hides nothing either: a query at or before position B sees every
+    // key), so every run reads that prefix with full attention.
+    const int64_t minBudget = *std::min_element(m_budgets.perLayer.begin(), m_budgets.perLayer.end());
+    return std::min(m_promptLength, minBudget);
+}
+
 std::vector<PositionBand> PolicyRun::prefillBand() const {
-    if (!m_policy || m_config.schedule != Schedule::EveryStep || m_cache.rerotate() || m_cache.seqLen() != 0) return {};
+    if (!m_policy || m_config.schedule != Schedule::EveryStep || m_cache.rerotate() || m_promptDone) return {};
     std::vector<PositionBand> band(m_budgets.perLayer.size());
     for (size_t l = 0; l < band.size(); ++l)
         if (!m_policy->positionalBand(m_budgets.perLayer[l], &band[l])) return {};
@@ -614,9 +627,8 @@ AttentionMap PolicyRun::attentionMap() const {
     m.layer = m_capture.layer;
     m.head = m_capture.head;
     m.size = m_cache.seqLen();
-    m.values.assign(static_cast<size_t>(m.size * m.size), kNoScore);
-    for (size_t q = 0; q < m_rows.size(); ++q)
-        std::copy(m_rows[q].begin(), m_rows[q].end(), m.values.begin() + static_cast<int64_t>(q) * m.size);
+    m.rows.assign(m_rows.begin(), m_rows.begin() + std::min<int64_t>(m.size, static_cast<int64_t>(m_rows.size())));
+    m.rows.resize(static_cast<size_t>(m.size));  // rows not captured read kNoScore
     return m;
 }
 

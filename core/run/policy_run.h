@@ -60,7 +60,14 @@ public:
     // (every_step / every_n policies without a positional band): by far the
     // longest prompt read of a Session.
     bool readsPromptTokenByToken() const;
-    // Reads the prompt with this run's schedule; `checkCancel` runs between tokens.
+    // A run that reads the prompt itself (strict every_step / every_n, not
+    // a follower): the prompt tokens no trim can touch, which it reads with
+    // full attention as the full cache does (the smallest layer budget, at
+    // most the prompt); 0 for the full cache and followers. A later Session
+    // gives it that prefix from the full cache's record (replayRecord).
+    int64_t untouchedPrefix() const;
+    // Reads the prompt with this run's schedule (after what a replay of the
+    // full cache's record gave it); `checkCancel` runs between tokens.
     void readPrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel);
     // readPrompt() of a run that reads token by token, in steps, so that a
     // Session reads the next prompt token of every such run in one batched
@@ -89,6 +96,8 @@ public:
     // Followers that were not there (a later Session's edited policies):
     // the record replayed for them all at once, one attention computation
     // (Model::replay over a scratch cache with the full cache's layout).
+    // Also a reader on an empty cache, with a record no longer than its
+    // untouchedPrefix(): it then reads the rest of the prompt itself.
     static void replayRecord(const Model& model, const PromptRecord& record, const std::vector<PolicyRun*>& followers);
     // A follower at the end of the prompt, with the full cache's logits after it: it compresses.
     void finishSharedPrompt(const at::Tensor& logits);
@@ -191,7 +200,7 @@ private:
     std::vector<LastPlan> m_lastPlan;             // [layer]
     std::vector<LayerState> m_observed;           // [layer]: the state of this step's observe (seqLen 0: none)
     mutable std::vector<std::vector<int64_t>> m_sparePositions;  // buffers state() reuses
-    std::vector<std::vector<float>> m_rows;       // captured attention rows, by query position
+    std::vector<AttentionMap::Row> m_rows;        // captured attention rows, by query position (shared with the Traces)
 };
 
 }  // namespace kvlens

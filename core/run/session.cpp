@@ -63,6 +63,7 @@ std::string Reuse::text() const {
         s = "kept " + std::to_string(promptTokens) + " prompt tokens of the full cache";
     if (runsShared > 0) s += "; " + std::to_string(runsShared) + " shared the full cache's prompt read";
     if (runsRead > 0) s += "; " + std::to_string(runsRead) + " read the prompt";
+    if (runsReadPast > 0) s += " (" + std::to_string(runsReadPast) + " past the prefix the full cache read for it)";
     return s;
 }
 
@@ -122,7 +123,8 @@ struct Session::Impl {
     std::shared_ptr<const Trace> step();
     void readPrompt();
     // The runs that read the prompt token by token, each token of all of them in one forward.
-    void readOnline(const std::vector<size_t>& online, const std::function<void()>& check);
+    void readOnline(const std::vector<size_t>& online, const std::vector<PromptRecord>& prefixes,
+                    const std::function<void()>& check);
     void appendLabels(const std::vector<int64_t>& ids);
     void measure();
     FullStep fullStep() const;
@@ -332,6 +334,24 @@ void Session::Impl::readPrompt() {
     // token for all of them (the weights read once), as a decode step. That
     // job first (the longest), then the full cache (or the replay), then the
     // batched reads.
+    // A reader sees its untouched prefix with full attention, as the full
+    // cache did: with the record of it at hand (a Session taking over), it
+    // replays that instead of reading it again (all but the last prompt
+    // token, which gives its logits). A budget edit of StreamingLLM then
+    // reads 75 % of the prompt at a 25 % budget.
+    const int64_t T = static_cast<int64_t>(opt.prompt.size());
+    const int64_t recorded = record->complete ? record->length() : 0;
+    std::vector<PromptRecord> prefixes(runs.size());
+    for (size_t r : readers) {
+        const int64_t n = std::min({recorded, runs[r]->untouchedPrefix(), T - 1});
+        if (n > 0 && !runs[r]->cache().rerotate()) {
+            prefixes[r] = record->prefix(n);
+            ++reused.runsReadPast;
+        }
+    }
+    auto replayPrefix = [&](size_t r) {
+        if (prefixes[r].length() > 0) PolicyRun::replayRecord(*model, prefixes[r], {runs[r].get()});
+    };
     std::vector<size_t> online;
     for (size_t r : readers)
         if (runs[r]->readsPromptTokenByToken()) online.push_back(r);
@@ -342,10 +362,11 @@ void Session::Impl::readPrompt() {
         if (!runs[r]->readsPromptTokenByToken()) order.push_back(r);
     runInRuns(order, [&](size_t r, const std::function<void()>& check) {
         if (r == runs.size()) {
-            readOnline(online, check);
+            readOnline(online, prefixes, check);
             return;
         }
         if (r != 0) {
+            replayPrefix(r);
             runs[r]->readPrompt(opt.prompt, check);
             return;
         }
@@ -363,11 +384,14 @@ void Session::Impl::readPrompt() {
     reused.runsRead = static_cast<int>(readers.size()) + (fullReads ? 1 : 0);
 }
 
-void Session::Impl::readOnline(const std::vector<size_t>& online, const std::function<void()>& check) {
+void Session::Impl::readOnline(const std::vector<size_t>& online, const std::vector<PromptRecord>& prefixes,
+                               const std::function<void()>& check) {
     const int64_t T = static_cast<int64_t>(opt.prompt.size());
     std::vector<int64_t> next(online.size());
     int64_t from = T;
     for (size_t i = 0; i < online.size(); ++i) {
+        const PromptRecord& prefix = prefixes[online[i]];
+        if (prefix.length() > 0) PolicyRun::replayRecord(*model, prefix, {runs[online[i]].get()});
         next[i] = runs[online[i]]->beginOnlinePrompt(opt.prompt, check);
         from = std::min(from, next[i]);
     }

@@ -48,6 +48,7 @@ struct Reuse {
     int runsKept = 0;           // runs (the full cache included) whose results were taken over
     int runsShared = 0;         // runs that shared the full cache's prompt read (followed it or replayed its record)
     int runsRead = 0;           // runs that read the prompt themselves
+    int runsReadPast = 0;       // of those, the ones that replayed the prefix no trim touches from the full cache's record
     std::string text() const;   // one line, e.g. "kept 5 runs and 16 steps; 1 shared the full cache's prompt read"
 };
 

@@ -1,5 +1,7 @@
 #include "core/run/trace.h"
 
+#include <algorithm>
+
 namespace kvlens {
 
 const char* tokenStatusName(TokenStatus s) {
@@ -36,6 +38,26 @@ double meanOver(const std::vector<StepMetrics>& metrics, F value) {
 }
 
 }  // namespace
+
+std::vector<float> AttentionMap::dense() const {
+    std::vector<float> out(static_cast<size_t>(size * size), kNoScore);
+    for (int64_t q = 0; q < size; ++q) {
+        const Row& r = rows[static_cast<size_t>(q)];
+        if (r) std::copy_n(r->begin(), std::min<int64_t>(size, static_cast<int64_t>(r->size())), out.begin() + q * size);
+    }
+    return out;
+}
+
+AttentionMap AttentionMap::fromDense(int64_t layer, int64_t head, int64_t size, const std::vector<float>& values) {
+    AttentionMap m;
+    m.layer = layer;
+    m.head = head;
+    m.size = size;
+    m.rows.reserve(static_cast<size_t>(size));
+    for (int64_t q = 0; q < size; ++q)
+        m.rows.push_back(std::make_shared<const std::vector<float>>(values.begin() + q * size, values.begin() + (q + 1) * size));
+    return m;
+}
 
 double PolicyTrace::meanKl() const { return meanOver(metrics, [](const StepMetrics& m) { return m.kl; }); }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -73,11 +74,24 @@ struct PolicyTrace {
 // Attention rows of one (layer, query head) for one policy: row r is the
 // query at position r, column c the key at position c (NaN: not in that
 // query's cache — evicted or not yet seen).
+// The captured head's attention of one run, query by query: row q holds
+// query q's weight on keys 0..q, kNoScore where the run did not hold the key
+// (and for every key after q). A row never changes once written, so the
+// Traces of successive steps share their rows: a decode step adds one row
+// per run instead of copying size² values (a 2048-token map is 16 MiB, and
+// the GUI keeps the Trace of every step).
 struct AttentionMap {
+    using Row = std::shared_ptr<const std::vector<float>>;
     int64_t layer = 0, head = 0;
-    int64_t size = 0;           // rows = columns = tokens
-    std::vector<float> values;  // [size × size]
-    float at(int64_t q, int64_t k) const { return values[static_cast<size_t>(q * size + k)]; }
+    int64_t size = 0;       // rows = columns = tokens
+    std::vector<Row> rows;  // [size]; a null or short row reads kNoScore past its end
+    float at(int64_t q, int64_t k) const {
+        const Row& r = rows[static_cast<size_t>(q)];
+        return r && k < static_cast<int64_t>(r->size()) ? (*r)[static_cast<size_t>(k)] : kNoScore;
+    }
+    std::vector<float> dense() const;  // [size × size], row-major
+    // From a dense [size × size] row-major matrix (tests, files).
+    static AttentionMap fromDense(int64_t layer, int64_t head, int64_t size, const std::vector<float>& values);
 };
 
 struct Trace {

@@ -42,7 +42,7 @@ private Q_SLOTS:
 
     void sharedColourRangeAcrossColumns() {
         auto trace = test::makeTrace(12);
-        trace->attention[1].values[0] = 4.0f;  // only the h2o column has this weight
+        trace->attention[1].rows[0] = std::make_shared<const std::vector<float>>(1, 4.0f);  // only the h2o column has this weight
         ui::ComparisonView view;
         view.resize(800, 600);
         view.setTrace(trace);
@@ -100,15 +100,13 @@ private Q_SLOTS:
     }
 
     void levelOfDetailKeepsHeavyHitters() {
-        AttentionMap m;
-        m.size = 1024;
-        m.values.assign(1024 * 1024, 0.001f);
+        std::vector<float> values(1024 * 1024, 0.001f);
         for (int q = 0; q < 1024; ++q) {
-            m.values[static_cast<size_t>(q * 1024 + 517)] = 0.9f;  // one heavy-hitter key
-            for (int k = q + 1; k < 1024; ++k) m.values[static_cast<size_t>(q * 1024 + k)] = kNoScore;
+            values[static_cast<size_t>(q * 1024 + 517)] = 0.9f;  // one heavy-hitter key
+            for (int k = q + 1; k < 1024; ++k) values[static_cast<size_t>(q * 1024 + k)] = kNoScore;
         }
-        m.values[static_cast<size_t>(1000 * 1024 + 3)] = kNoScore;  // an evicted cell among kept ones
-        ui::AttentionLod lod(m);
+        values[static_cast<size_t>(1000 * 1024 + 3)] = kNoScore;  // an evicted cell among kept ones
+        ui::AttentionLod lod(AttentionMap::fromDense(0, 0, 1024, values));
         QVERIFY(lod.levels() >= 10);
         const int level = lod.levelFor(8.0);
         QCOMPARE(level, 3);
@@ -122,10 +120,10 @@ private Q_SLOTS:
     // SPEC "Performance": an 8192 x 8192 map pans and zooms at >= 30 frames/s
     // (the pyramid makes a frame's cost follow the widget's pixels, not the map's).
     void rendersLargeMapsQuickly() {
-        AttentionMap m;
-        m.size = 8192;
-        m.values.assign(static_cast<size_t>(m.size * m.size), 0.0f);
-        for (int64_t q = 0; q < m.size; ++q) m.values[static_cast<size_t>(q * m.size)] = 1.0f;
+        const int64_t size = 8192;
+        std::vector<float> values(static_cast<size_t>(size * size), 0.0f);
+        for (int64_t q = 0; q < size; ++q) values[static_cast<size_t>(q * size)] = 1.0f;
+        const AttentionMap m = AttentionMap::fromDense(0, 0, size, values);
         QElapsedTimer build;
         build.start();
         auto lod = std::make_shared<ui::AttentionLod>(m);

@@ -82,7 +82,7 @@ bool sameTraces(const Trace& a, const Trace& b, QString* why) {
     }
     if (a.attention.size() != b.attention.size()) return *why = QStringLiteral("attention count differs"), false;
     for (size_t i = 0; i < a.attention.size(); ++i)
-        if (!sameFloats(a.attention[i].values, b.attention[i].values))
+        if (!sameFloats(a.attention[i].dense(), b.attention[i].dense()))
             return *why = QStringLiteral("attention %1 differs").arg(i), false;
     return true;
 }

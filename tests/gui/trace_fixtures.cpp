@@ -50,17 +50,13 @@ PolicyTrace makePolicy(const std::string& id, int tokens, bool evicting) {
 }
 
 AttentionMap makeMap(int tokens, bool evicting) {
-    AttentionMap m;
-    m.layer = 1;
-    m.head = 5;
-    m.size = tokens;
-    m.values.assign(static_cast<size_t>(tokens * tokens), kNoScore);
+    std::vector<float> values(static_cast<size_t>(tokens * tokens), kNoScore);
     for (int q = 0; q < tokens; ++q)
         for (int k = 0; k <= q; ++k) {
             const bool evicted = evicting && k == 3 && q > 4;
-            m.values[static_cast<size_t>(q * tokens + k)] = evicted ? kNoScore : 1.0f / static_cast<float>(q + 1);
+            values[static_cast<size_t>(q * tokens + k)] = evicted ? kNoScore : 1.0f / static_cast<float>(q + 1);
         }
-    return m;
+    return AttentionMap::fromDense(1, 5, tokens, values);
 }
 
 }  // namespace
