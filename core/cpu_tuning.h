@@ -17,8 +17,11 @@
 // on this 2-core machine with another job running (`kvlens-cli bench
 // --context 2000 --policy window --threads 2`): a decode step 31.7 ms with
 // the default policy, 1.9-3.1 ms passive. libgomp reads the variable when it
-// is loaded, hence the restart. KVLENS_TUNED marks the restarted process
-// with what it changed ("blas", "omp", "blas,omp").
+// is loaded, hence the restart. Where the kernel gives transparent huge
+// pages on request, the restart also sets GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+// (unless GLIBC_TUNABLES is set, or KVLENS_MALLOC=default). KVLENS_TUNED
+// marks the restarted process with what it changed ("blas", "omp", "thp",
+// comma-separated).
 
 namespace kvlens {
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -28,6 +29,28 @@ TEST(CpuTuning, TestsRunWithPassiveOpenMpWaiting) {
     } else {
         EXPECT_TRUE(policy || std::getenv("GOMP_SPINCOUNT")) << "restarted without choosing how OpenMP waits";
     }
+}
+
+// Where the kernel gives transparent huge pages on request, the restart
+// asks glibc for them, and a large block is then backed by huge pages.
+TEST(CpuTuning, HugePagesWhereTheKernelGivesThemOnRequest) {
+    const char* tuned = std::getenv("KVLENS_TUNED");
+    if (!tuned || std::string(tuned).find("thp") == std::string::npos)
+        GTEST_SKIP() << "no huge pages asked for (the kernel's mode is not madvise, or GLIBC_TUNABLES was set)";
+    ASSERT_NE(std::getenv("GLIBC_TUNABLES"), nullptr);
+    EXPECT_STREQ(std::getenv("GLIBC_TUNABLES"), "glibc.malloc.hugetlb=1");
+    auto hugeKiB = [] {
+        std::ifstream in("/proc/self/smaps_rollup");
+        std::string key;
+        long kib = 0;
+        while (in >> key)
+            if (key == "AnonHugePages:" && in >> kib) return kib;
+        return 0L;
+    };
+    const long before = hugeKiB();
+    std::vector<char> block(64 << 20);
+    for (size_t i = 0; i < block.size(); i += 4096) block[i] = 1;
+    EXPECT_GE(hugeKiB() - before, 32 * 1024) << "64 MiB touched, under 32 MiB of it on huge pages";
 }
 
 TEST(CpuTuning, OpenBlasRunsModernKernels) {
