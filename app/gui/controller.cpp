@@ -17,6 +17,9 @@ Controller::Controller(QObject* parent) : QObject(parent), m_worker(new Worker) 
         if (id == m_currentRun) m_reuse = text;
     });
     connect(m_worker, &Worker::runFailed, this, &Controller::acceptFailure);
+    connect(m_worker, &Worker::runProgress, this, [this](quint64 id, int percent, const QString& text) {
+        if (id == m_currentRun && m_busy) Q_EMIT runProgress(percent, text);
+    });
     connect(m_worker, &Worker::loadProgress, this, [this](quint64 id, int percent, const QString& stage) {
         if (id == m_currentLoad) Q_EMIT modelLoading(percent, stage);
     });
@@ -215,6 +218,15 @@ void Controller::runNeedle(eval::NeedleGridOptions options) {
     Worker* w = m_worker;
     QMetaObject::invokeMethod(m_worker, [w, id, options, cancel] { w->runNeedle(id, options, cancel); },
                               Qt::QueuedConnection);
+}
+
+void Controller::cancelRun() {
+    if (!m_busy || m_currentRun == 0) return;
+    supersede();
+    m_debounce.stop();
+    m_currentRun = 0;  // whatever the run still delivers is dropped
+    setBusy(false);
+    Q_EMIT runCancelled();
 }
 
 void Controller::cancelNeedle() {

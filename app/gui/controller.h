@@ -44,6 +44,8 @@ public:
     // only cancelNeedle(), a newer grid or a model load stop it.
     void runNeedle(eval::NeedleGridOptions options);
     void cancelNeedle();
+    // Stops the current run (the Cancel button): the views keep what they show.
+    void cancelRun();
     // The current state once per (layer, query head) up to `steps` decode
     // steps (export every layer × head); results come as captureReady and
     // capturesDone with the returned id. Runs queued meanwhile wait.
@@ -84,6 +86,10 @@ Q_SIGNALS:
     // warning: it runs), or empty when it is within it.
     void contextChecked(const QString& warning);
     void busyChanged(bool busy);
+    // The current run's progress (Worker::runProgress).
+    void runProgress(int percent, const QString& text);
+    // cancelRun() stopped the current run; the views keep the last results.
+    void runCancelled();
     void needleProgress(qint64 done, qint64 total);
     void needleReady(const std::shared_ptr<const kvlens::eval::NeedleGridResult>& result);
     void needleFailed(const QString& message);  // empty: cancelled

@@ -11,6 +11,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QToolButton>
 #include <QStatusBar>
 #include <QUndoStack>
 #include <QUrl>
@@ -73,6 +74,7 @@ MainWindow::MainWindow(QWidget* parent)
       m_error(new QLabel(this)),
       m_notice(new QLabel(this)),
       m_busy(new QProgressBar(this)),
+      m_cancelRun(new QToolButton(this)),
       m_modelLabel(new QLabel(this)),
       m_files(new FileActions(this)) {
     setWindowTitle(tr("KVLens — KV-cache eviction lab"));
@@ -82,9 +84,13 @@ MainWindow::MainWindow(QWidget* parent)
     connectController();
     connectNeedle();
     m_busy->setRange(0, 0);
-    m_busy->setMaximumWidth(120);
+    m_busy->setMaximumWidth(160);
     m_busy->hide();
+    m_cancelRun->setText(tr("Cancel"));
+    m_cancelRun->setToolTip(tr("Stop this run; the views keep the last results"));
+    m_cancelRun->hide();
     statusBar()->addPermanentWidget(m_busy);
+    statusBar()->addPermanentWidget(m_cancelRun);
     statusBar()->addPermanentWidget(m_modelLabel);
     resize(1400, 900);
     restoreGeometry(m_settings.geometry.get());
@@ -279,7 +285,27 @@ void MainWindow::connectController() {
         m_error->setText(tr("The last edit could not run: %1").arg(message));
         m_error->show();
     });
-    connect(c, &Controller::busyChanged, m_busy, &QWidget::setVisible);
+    connect(c, &Controller::busyChanged, this, [this](bool busy) {
+        m_busy->setRange(0, 0);  // indeterminate until the run says how far it is
+        m_busy->setVisible(busy);
+        m_busy->setToolTip(QString());
+        // Only a run can be cancelled here (a model load cannot).
+        m_cancelRun->setVisible(busy && m_controller->currentRunId() != 0);
+    });
+    connect(c, &Controller::runIssued, this, [this] {
+        m_busy->setRange(0, 0);  // a new run: indeterminate until it reports
+        m_cancelRun->setVisible(true);
+    });
+    connect(c, &Controller::runProgress, this, [this](int percent, const QString& text) {
+        m_busy->setRange(0, 100);
+        m_busy->setValue(percent);
+        m_busy->setToolTip(text);
+        statusBar()->showMessage(text);
+    });
+    connect(m_cancelRun, &QToolButton::clicked, c, &Controller::cancelRun);
+    connect(c, &Controller::runCancelled, this, [this] {
+        statusBar()->showMessage(tr("Cancelled: the views show the last results"), 10000);
+    });
     connect(c, &Controller::contextChecked, this, [this](const QString& warning) {
         m_notice->setText(warning.isEmpty() ? QString() : tr("Past the model's context: %1").arg(warning));
         m_notice->setVisible(!warning.isEmpty());

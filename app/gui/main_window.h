@@ -14,6 +14,7 @@ class QUndoStack;
 class QComboBox;
 class QLabel;
 class QProgressBar;
+class QToolButton;
 
 namespace kvlens::ui {
 class ComparisonView;
@@ -95,6 +96,7 @@ private:
     QLabel* m_error;
     QLabel* m_notice;  // a run past the model's context (a warning; it runs)
     QProgressBar* m_busy;
+    QToolButton* m_cancelRun;
     QLabel* m_modelLabel;
     QString m_modelText;  // m_modelLabel's text without the sliding window
     bool m_restoredLayout = false;

@@ -61,11 +61,27 @@ void Worker::run(const RunRequest& r) {
         options.refreshable = true;
         auto session = std::make_unique<Session>(m_model, std::move(options), std::move(m_session));
         session->setCancelFlag(r.cancel.get());
+        // Called from the Session's reporting thread: the signal is queued.
+        session->setProgressCallback([this, id = r.id](const std::vector<RunProgress>& runs) {
+            if (runs.empty()) return;  // every run was taken over: nothing to read
+            int64_t done = 0, total = 0;
+            QStringList parts;
+            for (const RunProgress& p : runs) {
+                done += p.done;
+                total += p.total;
+                parts << tr("%1 %2/%3").arg(QString::fromStdString(p.label)).arg(p.done).arg(p.total);
+            }
+            const int percent = total > 0 ? static_cast<int>(100 * done / total) : 100;
+            Q_EMIT runProgress(id, percent, tr("Reading the prompt: %1").arg(parts.join(QStringLiteral(" · "))));
+        });
         m_session = std::move(session);
         Q_EMIT traceReady(r.id, m_session->start());
         Q_EMIT runReused(r.id, QString::fromStdString(m_session->reuse().text()));
         const double promptMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;
-        for (int s = 0; s < r.decodeSteps; ++s) Q_EMIT traceReady(r.id, m_session->step());
+        for (int s = 0; s < r.decodeSteps; ++s) {
+            Q_EMIT runProgress(r.id, 100 * s / r.decodeSteps, tr("Decode step %1 of %2").arg(s + 1).arg(r.decodeSteps));
+            Q_EMIT traceReady(r.id, m_session->step());
+        }
         Q_EMIT runFinished(r.id, promptMs, static_cast<double>(timer.nsecsElapsed()) / 1e6);
     } catch (const Cancelled&) {
         // A newer request superseded this one; it is already queued (and

@@ -59,6 +59,9 @@ Q_SIGNALS:
     // After the prompt's trace: what the run took over from the previous one
     // (Reuse::text(), e.g. "kept 5 runs and 16 steps; 1 shared the full cache's prompt read").
     void runReused(quint64 id, const QString& text);
+    // While a run reads its prompt (every 100 ms, per run) and after each
+    // decode step: how far it is, and one line saying so.
+    void runProgress(quint64 id, int percent, const QString& text);
     void needleProgress(quint64 id, qint64 done, qint64 total);
     void needleReady(quint64 id, const std::shared_ptr<const kvlens::eval::NeedleGridResult>& result);
     void needleFailed(quint64 id, const QString& message);  // empty message: cancelled

@@ -237,6 +237,9 @@ Model::Segment PolicyRun::beginForward(const std::vector<int64_t>& tokens) {
     if (!fo.observer)
         fo.observer = [this](int64_t layer, const LayerCapture& cap) {
             observeLayer(layer, cap, m_pending.positions);
+            countLayer();
+            // A long chunk of a prompt takes seconds: stop between its layers.
+            if (m_cancelCheck) (*m_cancelCheck)();
             for (PolicyRun* f : m_followers) f->followLayer(layer, cap);
             if (m_recording) {
                 KnownRows& rows = m_recording->chunks.back();
@@ -283,6 +286,11 @@ void PolicyRun::forwardBatched(const std::vector<int64_t>& tokens, const std::fu
     const int64_t n = static_cast<int64_t>(tokens.size()), keys = m_cache.seqLen() + n;
     const int64_t chunk = m_prefillChunk > 0 ? m_prefillChunk
                                              : std::max<int64_t>(64, static_cast<int64_t>(kAttentionBytes / (4.0 * double(c.numHeads) * double(keys))));
+    struct Checking {
+        PolicyRun* run;
+        ~Checking() { run->m_cancelCheck = nullptr; }
+    } checking{this};
+    m_cancelCheck = checkCancel ? &checkCancel : nullptr;
     for (int64_t start = 0; start < n; start += chunk) {
         if (start > 0 && checkCancel) checkCancel();
         const int64_t end = std::min(n, start + chunk);
@@ -492,6 +500,7 @@ void PolicyRun::followChunk(int64_t from, int64_t count) {
 void PolicyRun::followLayer(int64_t layer, const LayerCapture& cap) {
     m_cache.append(layer, cap.keys, cap.values);
     observeLayer(layer, cap, m_pending.positions);
+    countLayer();
 }
 
 void PolicyRun::followDone(int64_t count) {

@@ -5,6 +5,7 @@
 // Internal to core.
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -52,6 +53,11 @@ public:
     const LayerBudgets& budgets() const { return m_budgets; }
     const KvCache& cache() const { return m_cache; }
 
+    // Counts what this run reads, follows or replays, in tokens x layers
+    // (each layer of a forward adds its tokens), for a progress display that
+    // reads it from another thread; null: not counted.
+    void setTokenCounter(std::atomic<int64_t>* counter) { m_tokensRead = counter; }
+
     // Queries per batch when a prompt is read in batches (0: automatic, so
     // that one batch's attention stays near 24 MiB). For tests and benches.
     void setPrefillChunk(int64_t queries) { m_prefillChunk = queries; }
@@ -67,7 +73,8 @@ public:
     // gives it that prefix from the full cache's record (replayRecord).
     int64_t untouchedPrefix() const;
     // Reads the prompt with this run's schedule (after what a replay of the
-    // full cache's record gave it); `checkCancel` runs between tokens.
+    // full cache's record gave it); `checkCancel` runs between tokens and
+    // between the layers of a batch.
     void readPrompt(const std::vector<int64_t>& prompt, const std::function<void()>& checkCancel);
     // readPrompt() of a run that reads token by token, in steps, so that a
     // Session reads the next prompt token of every such run in one batched
@@ -160,6 +167,9 @@ private:
     void followChunk(int64_t from, int64_t count);
     void followLayer(int64_t layer, const LayerCapture& cap);
     void followDone(int64_t count);
+    void countLayer() {
+        if (m_tokensRead) m_tokensRead->fetch_add(static_cast<int64_t>(m_pending.positions.size()), std::memory_order_relaxed);
+    }
     bool trimDue() const;
     void trim();
     void record(int64_t layer, std::vector<std::vector<int64_t>> positionsBefore, Plan plan);
@@ -186,6 +196,8 @@ private:
     bool m_promptDone = false;
     int64_t m_prefillChunk = 0;
     double m_policySeconds = 0;
+    std::atomic<int64_t>* m_tokensRead = nullptr;
+    const std::function<void()>* m_cancelCheck = nullptr;  // while forwardBatched runs: checked after each layer
     std::vector<PositionBand> m_band;  // in force while a prompt is read in one banded batch
     PromptRecord* m_recording = nullptr;  // while the full run reads a prompt
     std::vector<PolicyRun*> m_followers;  // while the full run reads a prompt

@@ -6,7 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "core/error.h"
 #include "core/model/model.h"
@@ -103,6 +108,12 @@ struct Session::Impl {
     void checkCancel() const {
         if (!holdCancel && cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled{};
     }
+    // Progress of the prompt read (setProgressCallback): the runs count into
+    // tokensRead (tokens x layers), a thread reports every 100 ms.
+    std::function<void(const std::vector<RunProgress>&)> onProgress;
+    std::unique_ptr<std::atomic<int64_t>[]> tokensRead;  // per run
+    void reportProgress() const;
+    class ProgressReporter;
     void validate() const;
     // Runs are independent: on the CPU up to LibTorch's thread count of them
     // run at once, each on one thread (a run reading a prompt token by token
@@ -248,6 +259,67 @@ void Session::Impl::takeOver(Impl& p) {
     reused.promptTokens = keep;
 }
 
+void Session::Impl::reportProgress() const {
+    const int64_t T = static_cast<int64_t>(opt.prompt.size()), L = model->config().numLayers;
+    std::vector<RunProgress> out;
+    for (size_t r = 0; r < runs.size(); ++r)
+        if (takenFrom[r] < 0)
+            out.push_back({runs[r]->config().label(), std::min(T, tokensRead[r].load(std::memory_order_relaxed) / L), T});
+    onProgress(out);
+}
+
+// While start() reads the prompt: the runs count into tokensRead, and a
+// thread of its own reports every 100 ms (a chunk of a long prompt takes
+// seconds, so the reading threads cannot be relied on to report). On the
+// way out (read, cancelled or failed) the runs stop counting: a later
+// Session may take them over.
+class Session::Impl::ProgressReporter {
+public:
+    explicit ProgressReporter(Impl& s) : m_s(s) {
+        const int64_t L = s.model->config().numLayers;
+        s.tokensRead = std::make_unique<std::atomic<int64_t>[]>(s.runs.size());
+        for (size_t r = 0; r < s.runs.size(); ++r) {
+            s.tokensRead[r] = s.runs[r]->cache().seqLen() * L;  // the full cache's kept prefix after an append
+            s.runs[r]->setTokenCounter(&s.tokensRead[r]);
+        }
+        s.reportProgress();
+        m_thread = std::thread([this] {
+            std::unique_lock<std::mutex> lock(m_mutex);
+            while (!m_cv.wait_for(lock, std::chrono::milliseconds(100), [this] { return m_done; })) m_s.reportProgress();
+        });
+    }
+    ~ProgressReporter() {
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            m_done = true;
+        }
+        m_cv.notify_all();
+        m_thread.join();
+        for (auto& run : m_s.runs)
+            if (run) run->setTokenCounter(nullptr);
+    }
+    // The prompt is read: every run at its end.
+    void finish() {
+        const int64_t L = m_s.model->config().numLayers, T = static_cast<int64_t>(m_s.opt.prompt.size());
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            for (size_t r = 0; r < m_s.runs.size(); ++r) m_s.tokensRead[r] = T * L;
+        }
+        m_s.reportProgress();
+    }
+
+private:
+    Impl& m_s;
+    std::mutex m_mutex;
+    std::condition_variable m_cv;
+    bool m_done = false;
+    std::thread m_thread;
+};
+
+void Session::setProgressCallback(std::function<void(const std::vector<RunProgress>&)> callback) {
+    m->onProgress = std::move(callback);
+}
+
 Session::~Session() = default;
 
 const SessionOptions& Session::options() const { return m->opt; }
@@ -293,7 +365,13 @@ std::shared_ptr<const Trace> Session::Impl::start() {
     // over from it. Its decode steps stay cancellable.
     holdCancel = takenFrom[0] >= 0;
     checkCancel();
+    std::optional<ProgressReporter> progress;
+    if (onProgress) progress.emplace(*this);
     readPrompt();
+    if (progress) {
+        progress->finish();
+        progress.reset();
+    }
     holdCancel = false;
     tokens = opt.prompt;
     appendLabels(opt.prompt);

@@ -7,6 +7,7 @@
 // Torch-free header: the GUI worker owns a Session.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,12 @@ struct Reuse {
     std::string text() const;   // one line, e.g. "kept 5 runs and 16 steps; 1 shared the full cache's prompt read"
 };
 
+// How far start() has read the prompt for one run it computes.
+struct RunProgress {
+    std::string label;            // the policy's label ("full" for the full cache)
+    int64_t done = 0, total = 0;  // prompt tokens read, followed or replayed, of the prompt's
+};
+
 // Thrown out of start()/step() when the cancel flag is raised.
 struct Cancelled {};
 
@@ -87,6 +94,11 @@ public:
     // Session that kept the previous one's full cache does not check it (a
     // cancelled one would leave nothing for the next edit to take over).
     void setCancelFlag(const std::atomic<bool>* flag);
+    // Called while start() reads the prompt, from the threads reading it (at
+    // most every 100 ms, and once when the prompt is read): the runs this
+    // Session computes, each with its tokens so far. The runs taken over
+    // from a previous Session are not listed.
+    void setProgressCallback(std::function<void(const std::vector<RunProgress>&)> callback);
     // What was taken over from the previous Session (zeros without one).
     const Reuse& reuse() const;
 

@@ -188,6 +188,37 @@ private Q_SLOTS:
         QCOMPARE(finished.count(), 1);
         QCOMPARE(finished.at(0).at(0).value<quint64>(), newest);
     }
+
+    // The status bar's progress: each run's prompt read, then the decode
+    // steps; Cancel stops the run, keeps what arrived, and the next edit runs.
+    void progressAndCancel() {
+        Controller c;
+        QVERIFY(loadBundled(c));
+        c.setPrompt(kPrompt);
+        c.setPolicies({parsePolicySpec("streaming"), parsePolicySpec("snapkv")});
+        c.setBudget(parseBudget("12"));
+        c.setDecodeSteps(2000);  // minutes of work if it were not cancelled
+        QSignalSpy progress(&c, &Controller::runProgress), cancelled(&c, &Controller::runCancelled);
+        c.runNow();
+        QTRY_VERIFY_WITH_TIMEOUT(c.history().size() >= 3, 60000);
+        QVERIFY(progress.count() >= 3);
+        const QString first = progress.at(0).at(1).toString();
+        QVERIFY2(first.startsWith(QStringLiteral("Reading the prompt: full 0/")) && first.contains(QStringLiteral("streaming 0/")) &&
+                     first.contains(QStringLiteral("snapkv 0/")),
+                 qPrintable(first));
+        QVERIFY2(progress.last().at(1).toString().startsWith(QStringLiteral("Decode step")), qPrintable(progress.last().at(1).toString()));
+        c.cancelRun();
+        QVERIFY(!c.busy());
+        QCOMPARE(cancelled.count(), 1);
+        const size_t kept = c.history().size();
+        QTest::qWait(300);
+        QCOMPARE(c.history().size(), kept);  // nothing more from the cancelled run
+        c.cancelRun();                        // nothing running: nothing happens
+        QCOMPARE(cancelled.count(), 1);
+        c.setDecodeSteps(2);
+        c.runNow();
+        QTRY_VERIFY_WITH_TIMEOUT(settled(c, 3), 60000);
+    }
 };
 
 KVLENS_GUI_TEST_MAIN(ControllerTest)

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <cmath>
 
 #include "core/host_paths.h"
@@ -252,4 +253,39 @@ TEST(Refresh, AnAppendAfterAChainedRefresh) {
     Session fresh(refreshModel(), options(kPolicies, "12", prompt));
     expectSameTraces(got, runAll(fresh, kSteps), 1e-5, "prefix after chain");
     EXPECT_EQ(third.reuse().promptTokens, 40);
+}
+
+// What the GUI shows while a prompt is read: every run the Session computes,
+// from the tokens it starts with to the whole prompt; a refresh lists only
+// the runs it computes again.
+TEST(Refresh, ProgressOfThePromptReadPerRun) {
+    std::vector<std::vector<RunProgress>> seen;
+    std::mutex mutex;
+    auto record = [&](const std::vector<RunProgress>& p) {
+        std::lock_guard<std::mutex> lock(mutex);
+        seen.push_back(p);
+    };
+    auto first = std::make_unique<Session>(refreshModel(), options(kPolicies, "16"));
+    first->setProgressCallback(record);
+    first->start();
+    ASSERT_GE(seen.size(), 2u);
+    ASSERT_EQ(seen.front().size(), kPolicies.size() + 1);
+    EXPECT_EQ(seen.front()[0].label, "full");
+    EXPECT_EQ(seen.front()[1].label, "streaming");
+    for (const RunProgress& p : seen.front()) EXPECT_EQ(p.done, 0) << p.label;
+    for (const RunProgress& p : seen.back()) EXPECT_EQ(p.done, p.total) << p.label;
+    EXPECT_EQ(seen.back()[0].total, 40);
+    for (size_t i = 1; i < seen.size(); ++i)
+        for (size_t r = 0; r < seen[i].size(); ++r) EXPECT_GE(seen[i][r].done, seen[i - 1][r].done) << "progress went back";
+    first->step();
+    // A budget edit computes the policies again, not the full cache.
+    seen.clear();
+    Session second(refreshModel(), options(kPolicies, "12"), std::move(first));
+    second.setProgressCallback(record);
+    second.start();
+    ASSERT_FALSE(seen.empty());
+    ASSERT_EQ(seen.back().size(), kPolicies.size());
+    EXPECT_EQ(seen.back()[0].label, "streaming");
+    for (const RunProgress& p : seen.back()) EXPECT_EQ(p.done, 40) << p.label;
+    second.step();  // the runs no longer count (their counters are gone)
 }
