@@ -31,7 +31,7 @@ void runInfo(const InfoArgs& a) {
     auto model = Model::load(dir, a.model.run);
     const ModelConfig& c = model->config();
     auto tok = tokenizerFor(dir);
-    const uint64_t kvPerToken = 2ull * c.numLayers * c.numKvHeads * c.headDim * at::elementSize(model->dtype());
+    const uint64_t kvPerToken = c.kvBytesPerToken(at::elementSize(model->dtype()));
     nlohmann::json j = {
         {"model_dir", dir.string()},
         {"family", familyName(c.family)},

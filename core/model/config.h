@@ -47,6 +47,12 @@ struct ModelConfig {
     std::string torchDtype;       // as stored ("bfloat16", ...), informative
 
     int64_t groupSize() const { return numHeads / numKvHeads; }
+    // What the full cache holds for one token: K and V of every layer and
+    // KV head, `elementBytes` each (the one formula for KV memory).
+    uint64_t kvBytesPerToken(uint64_t elementBytes) const {
+        return 2ull * static_cast<uint64_t>(numLayers) * static_cast<uint64_t>(numKvHeads) *
+               static_cast<uint64_t>(headDim) * elementBytes;
+    }
     bool usesRope() const { return family != Family::Gpt2; }
 };
 

@@ -53,8 +53,7 @@ GenerateResult generate(const Model& model, const std::vector<int64_t>& prompt, 
     r.decodeSeconds = seconds(t1, Clock::now());
     r.kvBytesHeld = run.cache().bytesHeld();
     const ModelConfig& c = model.config();
-    r.kvBytesFull = static_cast<uint64_t>(run.cache().seqLen()) * c.numLayers * c.numKvHeads * 2 * c.headDim *
-                    at::elementSize(model.dtype());
+    r.kvBytesFull = static_cast<uint64_t>(run.cache().seqLen()) * c.kvBytesPerToken(at::elementSize(model.dtype()));
     return r;
 }
 

@@ -24,8 +24,7 @@ ModelSummary summarizeModel(const Model& model) {
     s.parameters = model.parameterCount();
     s.device = model.device().str();
     s.dtype = dtypeLabel(model.dtype());
-    s.kvBytesPerToken = 2ull * static_cast<uint64_t>(c.numLayers * c.numKvHeads * c.headDim) *
-                        static_cast<uint64_t>(at::elementSize(model.dtype()));
+    s.kvBytesPerToken = c.kvBytesPerToken(at::elementSize(model.dtype()));
     return s;
 }
 
