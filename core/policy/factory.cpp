@@ -17,7 +17,7 @@ std::map<std::string, PolicyMaker>& makers() {
         {"random", makeRandom},       {"lru", makeLru},       {"lfu", makeLfu},
         {"h2o", makeH2o},             {"tova", makeTova},     {"snapkv", makeSnapKv},
         {"pyramidkv", makeSnapKv},    {"adakv", makeSnapKv},  {"andpro", makeAndPro},
-        {"knorm", makeKnorm},
+        {"knorm", makeKnorm},         {"keydiff", makeKeyDiff},
     };
     return m;
 }

@@ -19,5 +19,6 @@ std::unique_ptr<Policy> makeTova(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeSnapKv(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeAndPro(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeKnorm(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeKeyDiff(const PolicyInfo& info, PolicyConfig config);
 
 }  // namespace kvlens

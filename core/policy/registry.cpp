@@ -134,6 +134,9 @@ std::deque<PolicyInfo> buildRegistry() {
              Keys,
              withCommon({{"skip_layers", Type::IntList, "0,1", 0, 1e5, {}, "layers that keep everything"}},
                         onPrefill)),
+        info("keydiff", "KeyDiff", "Park et al. 2025, arXiv 2504.15364; kvpress KeyDiffPress",
+             "keep the B keys least similar to the mean direction of the head's keys", prefill, Keys,
+             withCommon({}, onPrefill)),
     };
 }
 

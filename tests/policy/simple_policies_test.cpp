@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "fixtures.h"
@@ -79,6 +80,60 @@ TEST(Knorm, KeepsTheLowestNormsAndSkipsEarlyLayers) {
     EXPECT_EQ(plan("knorm", 1).keep[0], ids({0, 1, 2, 3}));
     EXPECT_EQ(plan("knorm:skip_layers=1", 0).keep[0], ids({1, 2}));
     EXPECT_EQ(plan("knorm:skip_layers=", 1).keep[0], ids({1, 2}));
+}
+
+TEST(KeyDiff, KeepsTheKeysLeastLikeTheHeadsMeanDirection) {
+    // Plain loops: anchor = mean over the held keys of k / |k|, score = -cos(k, anchor).
+    auto reference = [](const at::Tensor& k, const std::vector<bool>& held) {
+        const int64_t L = k.size(0), D = k.size(1);
+        auto kk = k.accessor<float, 2>();
+        std::vector<double> anchor(static_cast<size_t>(D), 0.0), score(static_cast<size_t>(L));
+        int n = 0;
+        for (int64_t i = 0; i < L; ++i) {
+            if (!held[static_cast<size_t>(i)]) continue;
+            double norm = 0;
+            for (int64_t d = 0; d < D; ++d) norm += double(kk[i][d]) * kk[i][d];
+            for (int64_t d = 0; d < D; ++d) anchor[static_cast<size_t>(d)] += kk[i][d] / std::sqrt(norm);
+            ++n;
+        }
+        double anorm = 0;
+        for (double& a : anchor) anorm += (a /= n) * a;
+        for (int64_t i = 0; i < L; ++i) {
+            double dot = 0, norm = 0;
+            for (int64_t d = 0; d < D; ++d) {
+                dot += kk[i][d] * anchor[static_cast<size_t>(d)];
+                norm += double(kk[i][d]) * kk[i][d];
+            }
+            score[static_cast<size_t>(i)] = -dot / std::sqrt(norm * anorm);
+        }
+        return score;
+    };
+    at::manual_seed(5);
+    const at::Tensor k = at::randn({2, 9, 4});
+    const Plan plan = policy("keydiff")->plan(makeState(k, k.clone(), 2, 3));
+    for (int64_t h = 0; h < 2; ++h) {
+        const std::vector<double> want = reference(k[h].contiguous(), std::vector<bool>(9, true));
+        std::vector<int64_t> order(9);
+        for (int64_t i = 0; i < 9; ++i) {
+            order[static_cast<size_t>(i)] = i;
+            EXPECT_NEAR(plan.scores[h][i].item<float>(), want[static_cast<size_t>(i)], 1e-5) << "head " << h << " key " << i;
+        }
+        std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return want[a] > want[b]; });
+        std::vector<int64_t> top(order.begin(), order.begin() + 3);
+        std::sort(top.begin(), top.end());
+        EXPECT_EQ(plan.keep[h], top) << "head " << h;
+    }
+    // A freed slot (an earlier eviction) is not part of the anchor.
+    LayerState s = makeState(k, k.clone(), 2, 3);
+    s.valid = at::ones({2, 9}, at::kBool);
+    s.valid[0][4] = false;
+    const Plan masked = policy("keydiff")->plan(s);
+    std::vector<bool> held(9, true);
+    held[4] = false;
+    const std::vector<double> want = reference(k[0].contiguous(), held);
+    for (int64_t i = 0; i < 9; ++i)
+        if (i != 4) EXPECT_NEAR(masked.scores[0][i].item<float>(), want[static_cast<size_t>(i)], 1e-5) << "key " << i;
+    EXPECT_EQ(std::count(masked.keep[0].begin(), masked.keep[0].end(), 4), 0);
 }
 
 TEST(Full, KeepsEverything) {
