@@ -17,6 +17,7 @@
 
 #include "core/cache/kv_cache.h"
 #include "core/policy/policy_info.h"
+#include "core/policy/token_status.h"
 
 namespace kvlens {
 
@@ -61,19 +62,16 @@ struct Observation {
     std::vector<int64_t> queryPositions;
 };
 
-// Why an entry was kept (shown in the token strip).
-enum class KeepReason : uint8_t { Evicted = 0, Score = 1, Sink = 2, Window = 3 };
-
-// Calls f(i) for each entry i of `reasons` that is Evicted, in order.
-// KeepReason::Evicted is 0, so memchr finds them (an every_step plan has
-// one per head among thousands).
+// Calls f(i) for each entry i of `reasons` that is Evicted, in order
+// (memchr finds them: an every_step plan has one per head among thousands).
 template <class F>
-void forEachEvicted(const std::vector<KeepReason>& reasons, F&& f) {
-    static_assert(static_cast<int>(KeepReason::Evicted) == 0, "memchr looks for evicted entries as 0");
+void forEachEvicted(const std::vector<TokenStatus>& reasons, F&& f) {
+    static_assert(sizeof(TokenStatus) == 1, "memchr reads one status per byte");
+    constexpr int kEvicted = static_cast<int>(TokenStatus::Evicted);
     const auto* r = reinterpret_cast<const unsigned char*>(reasons.data());
     const size_t n = reasons.size();
     for (size_t i = 0; i < n; ++i) {
-        const void* hit = std::memchr(r + i, 0, n - i);
+        const void* hit = std::memchr(r + i, kEvicted, n - i);
         if (!hit) return;
         i = static_cast<size_t>(static_cast<const unsigned char*>(hit) - r);
         f(static_cast<int64_t>(i));
@@ -83,7 +81,7 @@ void forEachEvicted(const std::vector<KeepReason>& reasons, F&& f) {
 struct Plan {
     std::vector<std::vector<int64_t>> keep;   // per KV head: sorted, unique entry indices
     at::Tensor scores;                        // [Hkv, L] fp32 (higher = keep), NaN where a rule, not a score, decided
-    std::vector<std::vector<KeepReason>> reasons;  // per KV head, per entry (size L_h)
+    std::vector<std::vector<TokenStatus>> reasons;  // per KV head, per entry (size L_h): Score, Sink, Window or Evicted
 };
 
 class Policy {

@@ -24,9 +24,9 @@ std::vector<Protected> startPlan(const LayerState& state, int64_t sinks, int64_t
         const int64_t len = state.length(h);
         const Protected p = protectedSet(len, sinks, window, budget);
         auto& reasons = plan.reasons[static_cast<size_t>(h)];
-        reasons.assign(static_cast<size_t>(len), KeepReason::Evicted);
-        std::fill_n(reasons.begin(), p.sinks, KeepReason::Sink);
-        std::fill(reasons.end() - p.window, reasons.end(), KeepReason::Window);
+        reasons.assign(static_cast<size_t>(len), TokenStatus::Evicted);
+        std::fill_n(reasons.begin(), p.sinks, TokenStatus::Sink);
+        std::fill(reasons.end() - p.window, reasons.end(), TokenStatus::Window);
         prot.push_back(p);
     }
     return prot;
@@ -87,7 +87,7 @@ std::vector<Candidate> candidates(const LayerState& state, const Plan& plan, int
     std::vector<Candidate> out;
     out.reserve(static_cast<size_t>(state.length(h)));
     for (int64_t i = 0; i < state.length(h); ++i)
-        if (plan.reasons[h][i] == KeepReason::Evicted) out.push_back({s[h * L + i], state.positions[h][i], h, i});
+        if (plan.reasons[h][i] == TokenStatus::Evicted) out.push_back({s[h * L + i], state.positions[h][i], h, i});
     return out;
 }
 
@@ -119,28 +119,28 @@ void keepBest(const LayerState& state, Plan& plan, int64_t h, int64_t slots, con
     const int64_t len = state.length(h), from = prot.sinks, to = len - prot.window;
     const int64_t drop = (to - from) - std::max<int64_t>(0, slots);
     if (drop > 16) {
-        for (const Candidate& c : bestUnordered(candidates(state, plan, h), slots)) reasons[c.index] = KeepReason::Score;
+        for (const Candidate& c : bestUnordered(candidates(state, plan, h), slots)) reasons[c.index] = TokenStatus::Score;
         return;
     }
-    std::fill(reasons.begin() + from, reasons.begin() + to, KeepReason::Score);
+    std::fill(reasons.begin() + from, reasons.begin() + to, TokenStatus::Score);
     const float* row = plan.scores.data_ptr<float>() + h * plan.scores.size(1);
     const auto& pos = state.positions[h];
     if (drop == 1) {
-        reasons[worstCandidate(row, from, to)] = KeepReason::Evicted;
+        reasons[worstCandidate(row, from, to)] = TokenStatus::Evicted;
         return;
     }
     for (int64_t d = 0; d < drop; ++d) {
         int64_t worst = -1;
         float worstScore = 0;
         for (int64_t i = from; i < to; ++i) {
-            if (reasons[i] != KeepReason::Score) continue;  // dropped by an earlier scan
+            if (reasons[i] != TokenStatus::Score) continue;  // dropped by an earlier scan
             const float v = std::isnan(row[i]) ? kLowest : row[i];
             if (worst < 0 || v < worstScore || (v == worstScore && pos[i] < pos[worst])) {
                 worst = i;
                 worstScore = v;
             }
         }
-        reasons[worst] = KeepReason::Evicted;
+        reasons[worst] = TokenStatus::Evicted;
     }
 }
 
@@ -172,7 +172,7 @@ Plan ScorerPolicy::plan(const LayerState& state) {
         std::vector<std::vector<Candidate>> cands;
         for (int64_t h = 0; h < H; ++h) cands.push_back(candidates(state, plan, h));
         for (const auto& head : allocateAdaptive(cands, floorPerHead, H * B - protectedTotal))
-            for (const Candidate& c : head) plan.reasons[c.head][c.index] = KeepReason::Score;
+            for (const Candidate& c : head) plan.reasons[c.head][c.index] = TokenStatus::Score;
     } else {
         // Uniform heads, or an adaptive layer that fits: top-k per head,
         // which keeps a whole head when it fits its budget.
@@ -188,7 +188,7 @@ Plan keepEverything(const LayerState& state, int64_t sinks, int64_t window) {
     const std::vector<Protected> prot = startPlan(state, sinks, window, std::numeric_limits<int64_t>::max(), plan);
     for (auto& head : plan.reasons)
         for (auto& r : head)
-            if (r == KeepReason::Evicted) r = KeepReason::Score;
+            if (r == TokenStatus::Evicted) r = TokenStatus::Score;
     plan.scores = displayScores(at::Tensor(), state, prot);
     finishPlan(plan);
     return plan;

@@ -34,16 +34,6 @@ LayerBudgets budgetsFor(const PolicyConfig& c, const BudgetSpec& spec, int64_t p
     return b;
 }
 
-TokenStatus statusOf(KeepReason r) {
-    switch (r) {
-        case KeepReason::Score: return TokenStatus::Score;
-        case KeepReason::Sink: return TokenStatus::Sink;
-        case KeepReason::Window: return TokenStatus::Window;
-        case KeepReason::Evicted: return TokenStatus::Evicted;
-    }
-    return TokenStatus::Held;
-}
-
 std::string scheduleLabel(const PolicyConfig& c) {
     if (isFullCache(c)) return "-";
     if (c.schedule == Schedule::EveryN) return "every_n(" + std::to_string(c.everyN) + ")";
@@ -82,7 +72,7 @@ void checkPlanHolds(const PolicyConfig& config, const LayerState& st, const Plan
         for (size_t i = 0; i < reasons.size(); ++i) {
             const bool isKept = next < keep.size() && keep[next] == static_cast<int64_t>(i);
             if (isKept) ++next;
-            if (isKept != (reasons[i] != KeepReason::Evicted))
+            if (isKept != (reasons[i] != TokenStatus::Evicted))
                 broken("KV head " + std::to_string(h) + " entry " + std::to_string(i) +
                        (isKept ? " is kept but marked evicted" : " is evicted but marked kept (a protected entry?)"));
         }
@@ -616,12 +606,12 @@ void PolicyRun::describeHeld(const LastPlan& last, size_t h, HeadTrace& ht) {
     const auto& pos = last.positions[h];
     const float* row = last.scores.defined() ? last.scores.data_ptr<float>() + h * last.scores.size(1) : nullptr;
     for (size_t i = 0; i < pos.size(); ++i) {
-        const KeepReason r = i < last.reasons[h].size() ? last.reasons[h][i] : KeepReason::Evicted;
+        const TokenStatus r = i < last.reasons[h].size() ? last.reasons[h][i] : TokenStatus::Evicted;
         const float s = row ? row[i] : kNoScore;
-        if (r == KeepReason::Evicted) continue;
-        ht.status[pos[i]] = statusOf(r);
+        if (r == TokenStatus::Evicted) continue;
+        ht.status[pos[i]] = r;
         ht.score[pos[i]] = s;
-        if (r == KeepReason::Score && !std::isnan(s) && (std::isnan(ht.cutoff) || s < ht.cutoff)) ht.cutoff = s;
+        if (r == TokenStatus::Score && !std::isnan(s) && (std::isnan(ht.cutoff) || s < ht.cutoff)) ht.cutoff = s;
     }
     if (!row) return;
     if (last.ranks.size() != last.positions.size()) last.ranks.assign(last.positions.size(), {});

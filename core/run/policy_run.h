@@ -150,7 +150,7 @@ private:
     };
     struct LastPlan {
         std::vector<std::vector<int64_t>> positions;  // per head: entry positions when planned
-        std::vector<std::vector<KeepReason>> reasons;
+        std::vector<std::vector<TokenStatus>> reasons;
         at::Tensor scores;                            // [Hkv, L] fp32 on the CPU, or undefined
         // Per head: the rank of each entry by score, sorted once per plan
         // (a prefill_once plan describes every later Trace).

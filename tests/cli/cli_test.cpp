@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 #include "tests/robustness/full_disk.h"
 
 using namespace kvlens;

@@ -15,6 +15,7 @@
 #include "core/eval/needle.h"
 #include "core/eval/vocabulary.h"
 #include "core/tokenizer/tokenizer.h"
+#include "tests/support/scratch_dir.h"
 
 using namespace kvlens::eval;
 using Words = std::vector<std::string>;
@@ -387,8 +388,7 @@ TEST(Scoring, ExactMatchAndWordOverlap)
 
 TEST(TokenizerJson, LoadsAndRoundTripsGeneratedText)
 {
-    const fs::path dir = fs::path(KVLENS_TEST_TMP) / "eval";
-    fs::create_directories(dir);
+    const kvlens::test::ScratchDir dir("eval");
     const fs::path file = dir / "tokenizer.json";
     vocab().writeTokenizerJson(file);
     const kvlens::Tokenizer tok = kvlens::Tokenizer::fromFile(file);

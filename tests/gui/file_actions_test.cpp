@@ -26,6 +26,7 @@
 #include "core/io/session_file.h"
 #include "core/paths.h"
 #include "gui_test_main.h"
+#include "trace_fixtures.h"
 #include "widgets/comparison_view.h"
 #include "widgets/needle_panel.h"
 #include "widgets/prompt_editor.h"
@@ -387,20 +388,7 @@ private Q_SLOTS:
         MainWindow w;
         prepare(w, dir, &reported);
         QVERIFY(!w.files()->exportNeedle(dir.filePath(QStringLiteral("n.png")), 1).isEmpty());  // no grid yet
-        auto grid = std::make_shared<eval::NeedleGridResult>();
-        grid->model = "kvlens-tiny";
-        for (int64_t context : {256, 512})
-            for (double depth : {0.0, 0.5, 1.0})
-                for (const char* policy : {"full", "streaming"}) {
-                    eval::NeedleCell c;
-                    c.context = context;
-                    c.depth = depth;
-                    c.policy = policy;
-                    c.budget = std::string(policy) == "full" ? "-" : "32";
-                    c.exact = std::string(policy) == "full" || depth > 0.4 ? 1.0 : 0.0;
-                    c.overlap = c.exact;
-                    grid->cells.push_back(c);
-                }
+        const auto grid = test::makeNeedleGrid({256, 512}, {0.0, 0.5, 1.0});
         w.needlePanel()->setResult(grid);
         const QString png = dir.filePath(QStringLiteral("n.png")), pdf = dir.filePath(QStringLiteral("n.pdf")),
                       json = dir.filePath(QStringLiteral("n.json"));

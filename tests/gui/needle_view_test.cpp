@@ -2,6 +2,7 @@
 // cells coloured by the share of exact answers.
 #include <QtTest>
 
+#include "trace_fixtures.h"
 #include "widgets/needle_view.h"
 #include "widgets/palette.h"
 
@@ -9,23 +10,8 @@ using namespace kvlens;
 
 namespace {
 
-std::shared_ptr<eval::NeedleGridResult> makeGrid() {
-    auto g = std::make_shared<eval::NeedleGridResult>();
-    for (int64_t context : {256, 128})
-        for (double depth : {0.0, 1.0})
-            for (const char* policy : {"full", "streaming"}) {
-                eval::NeedleCell c;
-                c.context = context;
-                c.depth = depth;
-                c.policy = policy;
-                c.budget = std::string(policy) == "full" ? "-" : "32";
-                // streaming loses an early needle (depth 0) at the longer context
-                c.exact = std::string(policy) == "full" || depth == 1.0 || context == 128 ? 1.0 : 0.0;
-                c.overlap = c.exact == 1.0 ? 1.0 : 0.25;
-                g->cells.push_back(c);
-            }
-    return g;
-}
+// Streaming loses the early needle (depth 0) at the longer context.
+std::shared_ptr<eval::NeedleGridResult> makeGrid() { return test::makeNeedleGrid({256, 128}, {0.0, 1.0}); }
 
 }  // namespace
 

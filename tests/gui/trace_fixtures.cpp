@@ -77,4 +77,24 @@ std::shared_ptr<Trace> makeTrace(int tokens) {
     return t;
 }
 
+std::shared_ptr<eval::NeedleGridResult> makeNeedleGrid(const std::vector<int64_t>& contexts,
+                                                       const std::vector<double>& depths) {
+    auto g = std::make_shared<eval::NeedleGridResult>();
+    g->model = "kvlens-tiny";
+    for (int64_t context : contexts)
+        for (double depth : depths)
+            for (const bool full : {true, false}) {
+                eval::NeedleCell c;
+                c.context = context;
+                c.depth = depth;
+                c.policy = full ? "full" : "streaming";
+                c.budget = full ? "-" : "32";
+                const bool missed = !full && depth < 0.5 && context > 128;
+                c.exact = missed ? 0.0 : 1.0;
+                c.overlap = missed ? 0.25 : 1.0;
+                g->cells.push_back(c);
+            }
+    return g;
+}
+
 }  // namespace kvlens::test

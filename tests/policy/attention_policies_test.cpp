@@ -34,7 +34,7 @@ TEST(H2O, RunningSumsFollowTheCache) {
     EXPECT_NEAR(score(plan, 0, 0), 1.9, 1e-6);
     EXPECT_NEAR(score(plan, 0, 1), 0.8, 1e-6);
     EXPECT_TRUE(std::isnan(score(plan, 0, 2)));
-    EXPECT_EQ(plan.reasons[0], (std::vector<KeepReason>{KeepReason::Score, KeepReason::Evicted, KeepReason::Window}));
+    EXPECT_EQ(plan.reasons[0], (std::vector<TokenStatus>{TokenStatus::Score, TokenStatus::Evicted, TokenStatus::Window}));
     p->applied(0, plan.keep);
 
     // Entries now hold positions 0 and 2; token 3 arrives.
@@ -55,7 +55,7 @@ TEST(H2O, RecentWindowDefaultsToHalfTheBudget) {
         p->observe(s, onesQueries(1, {9}, probsFrom({{row}})));
         const Plan plan = p->plan(s);
         int64_t w = 0;
-        for (auto r : plan.reasons[0]) w += r == KeepReason::Window;
+        for (auto r : plan.reasons[0]) w += r == TokenStatus::Window;
         EXPECT_EQ(static_cast<int64_t>(plan.keep[0].size()), budget);
         return w;
     };

@@ -76,13 +76,13 @@ void checkPlan(const Policy& policy, const LayerState& s, const Plan& plan, cons
                 EXPECT_TRUE(std::isnan(sc)) << "padding has no score";
                 continue;
             }
-            const KeepReason r = plan.reasons[h][i];
-            EXPECT_EQ(in[i], r != KeepReason::Evicted) << "reason of entry " << i;
-            if (r == KeepReason::Sink || r == KeepReason::Window) {
+            const TokenStatus r = plan.reasons[h][i];
+            EXPECT_EQ(in[i], r != TokenStatus::Evicted) << "reason of entry " << i;
+            if (r == TokenStatus::Sink || r == TokenStatus::Window) {
                 EXPECT_TRUE(std::isnan(sc));
             }
-            if (r == KeepReason::Score && !std::isnan(sc)) worstKept = std::min(worstKept, sc);
-            if (r == KeepReason::Evicted && !std::isnan(sc)) bestEvicted = std::max(bestEvicted, sc);
+            if (r == TokenStatus::Score && !std::isnan(sc)) worstKept = std::min(worstKept, sc);
+            if (r == TokenStatus::Evicted && !std::isnan(sc)) bestEvicted = std::max(bestEvicted, sc);
         }
         if (full) {
             EXPECT_EQ(static_cast<int64_t>(keep.size()), len);
@@ -181,8 +181,8 @@ TEST(PlanCheck, ABrokenPlanIsAnErrorNamingThePolicy) {
         Plan p;
         for (int64_t h = 0; h < Hkv; ++h) {
             p.keep.push_back(keep);
-            std::vector<KeepReason> r(static_cast<size_t>(L), KeepReason::Evicted);
-            for (int64_t i : keep) r[static_cast<size_t>(i)] = KeepReason::Score;
+            std::vector<TokenStatus> r(static_cast<size_t>(L), TokenStatus::Evicted);
+            for (int64_t i : keep) r[static_cast<size_t>(i)] = TokenStatus::Score;
             p.reasons.push_back(r);
         }
         return p;
@@ -201,15 +201,15 @@ TEST(PlanCheck, ABrokenPlanIsAnErrorNamingThePolicy) {
     EXPECT_NE(over.find("policy snapkv:window=2 broke its plan at layer 0"), std::string::npos) << over;
     EXPECT_NE(over.find("keeps 5 entries, budget 4"), std::string::npos) << over;
     Plan lying = plan({2, 5, 8, 9});
-    lying.reasons[1][0] = KeepReason::Sink;  // a protected entry the plan evicts
+    lying.reasons[1][0] = TokenStatus::Sink;  // a protected entry the plan evicts
     const std::string lie = message(snapkv, lying);
     EXPECT_NE(lie.find("KV head 1 entry 0 is evicted but marked kept"), std::string::npos) << lie;
     // Per-head allocation: heads may differ while the layer total holds.
     Plan ragged = plan({2, 5, 8, 9});
     ragged.keep[0] = {1, 2, 5, 8, 9};
-    ragged.reasons[0][1] = KeepReason::Score;
+    ragged.reasons[0][1] = TokenStatus::Score;
     ragged.keep[1] = {5, 8, 9};
-    ragged.reasons[1][2] = KeepReason::Evicted;
+    ragged.reasons[1][2] = TokenStatus::Evicted;
     EXPECT_EQ(message(parsePolicySpec("adakv:window=2"), ragged), "");
     EXPECT_NE(message(snapkv, ragged), "");
 }

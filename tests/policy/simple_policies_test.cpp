@@ -25,16 +25,16 @@ LayerState layerOf(int64_t length, int64_t budget, int64_t layer = 0, int64_t kv
 TEST(Window, KeepsTheLastB) {
     const Plan plan = policy("window")->plan(layerOf(6, 3));
     EXPECT_EQ(plan.keep[0], ids({3, 4, 5}));
-    EXPECT_EQ(plan.reasons[0][5], KeepReason::Window);
-    EXPECT_EQ(plan.reasons[0][2], KeepReason::Evicted);
+    EXPECT_EQ(plan.reasons[0][5], TokenStatus::Window);
+    EXPECT_EQ(plan.reasons[0][2], TokenStatus::Evicted);
     EXPECT_EQ(policy("window")->plan(layerOf(2, 3)).keep[0], ids({0, 1}));  // fits: keep all
 }
 
 TEST(Streaming, SinksPlusTheMostRecent) {
     Plan plan = policy("streaming:sinks=2")->plan(layerOf(8, 4));
     EXPECT_EQ(plan.keep[0], ids({0, 1, 6, 7}));
-    EXPECT_EQ(plan.reasons[0][1], KeepReason::Sink);
-    EXPECT_EQ(plan.reasons[0][6], KeepReason::Window);
+    EXPECT_EQ(plan.reasons[0][1], TokenStatus::Sink);
+    EXPECT_EQ(plan.reasons[0][6], TokenStatus::Window);
     EXPECT_TRUE(std::isnan(plan.scores[0][0].item<float>()));
     // B < S: the earliest sinks only.
     plan = policy("streaming")->plan(layerOf(8, 3));

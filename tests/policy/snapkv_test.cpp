@@ -46,7 +46,7 @@ TEST(SnapKV, WindowQueriesScoreThePrefix) {
     EXPECT_TRUE(std::isnan(score(plan, 0, 7)));
     // Top 2 of [1 6 1 2 2 1]: 6, then 2 vs 2 -> the more recent, entry 4.
     EXPECT_EQ(plan.keep[0], ids({1, 4, 6, 7}));
-    EXPECT_EQ(plan.reasons[0][6], KeepReason::Window);
+    EXPECT_EQ(plan.reasons[0][6], TokenStatus::Window);
 }
 
 TEST(SnapKV, PoolingChangesTheChoice) {
@@ -220,7 +220,7 @@ TEST(AnDPro, ProjectsContributionsOnTheAnchor) {
     EXPECT_TRUE(std::isnan(score(plan, 0, 0)));  // the sink
     // Entry 1 draws twice entry 2's attention but is dropped: its value cancels the output.
     EXPECT_EQ(plan.keep[0], ids({0, 2, 3, 4}));
-    EXPECT_EQ(plan.reasons[0][0], KeepReason::Sink);
+    EXPECT_EQ(plan.reasons[0][0], TokenStatus::Sink);
     plan = andproPlan(spec, c, 3);
     EXPECT_EQ(plan.keep[0], ids({0, 3, 4}));
 }

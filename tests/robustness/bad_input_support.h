@@ -13,7 +13,7 @@
 #include "core/paths.h"
 #include "core/run/model_handle.h"
 #include "core/tokenizer/tokenizer.h"
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 
 namespace kvlens::test {
 

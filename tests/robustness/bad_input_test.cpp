@@ -3,7 +3,7 @@
 // and the model stays usable afterwards. Each case runs through the entry
 // points the CLI and the GUI use (loadModel, Tokenizer, session files,
 // Session). Lower-level cases already tested elsewhere are named, not copied:
-// lying safetensors headers (tests/core/loader_test.cpp Safetensors.*),
+// lying safetensors headers (tests/model/loader_test.cpp Safetensors.*),
 // unknown policy parameters in the registry (tests/policy/registry_test.cpp
 // Registry.ErrorsNameTheOffender), budget parsing (tests/policy/budget_test.cpp).
 #include <gtest/gtest.h>
@@ -27,7 +27,7 @@
 #include "core/run/session.h"
 #include "core/run/session_setup.h"
 #include "core/tokenizer/tokenizer.h"
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 #include "tests/robustness/bad_input_support.h"
 #include "tests/robustness/held_bound.h"
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 
 namespace kvlens::test {
 

@@ -16,7 +16,7 @@
 #include "core/policy/policy_info.h"
 #include "core/run/model_handle.h"
 #include "core/run/session.h"
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 #include "tests/robustness/held_bound.h"
 
 using namespace kvlens;

@@ -28,7 +28,7 @@
 #include "core/run/model_handle.h"
 #include "core/run/session.h"
 #include "core/tokenizer/tokenizer.h"
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 #include "tests/robustness/bad_input_support.h"
 #include "tests/robustness/full_disk.h"
 

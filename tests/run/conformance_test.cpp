@@ -9,7 +9,7 @@
 #include "core/model/model.h"
 #include "core/policy/policy_info.h"
 #include "core/run/session.h"
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 
 using namespace kvlens;
 

@@ -18,8 +18,8 @@
 #include "core/model/model.h"
 #include "core/policy/policy_info.h"
 #include "core/run/session.h"
-#include "tests/core/test_models.h"
-#include "tests/core/trace_compare.h"
+#include "tests/support/test_models.h"
+#include "tests/support/trace_compare.h"
 
 using namespace kvlens;
 

@@ -16,8 +16,8 @@
 #include "core/host_paths.h"
 #include "core/model/model.h"
 #include "core/run/session.h"
-#include "tests/core/test_models.h"
-#include "tests/core/trace_compare.h"
+#include "tests/support/test_models.h"
+#include "tests/support/trace_compare.h"
 
 using namespace kvlens;
 using test::expectSameTraces;

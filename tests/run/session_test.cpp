@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/model/model.h"
 #include "core/run/session.h"
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 
 using namespace kvlens;
 

@@ -14,7 +14,7 @@
 #include "core/policy/budget.h"
 #include "core/policy/policy_info.h"
 #include "core/run/policy_run.h"
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 
 using namespace kvlens;
 

@@ -15,16 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/tokenizer/tokenizer.h"
-
-using kvlens::Tokenizer;
-using nlohmann::json;
-using Ids = std::vector<int32_t>;
-namespace fs = std::filesystem;
+#include "tokenizer_test_common.h"
 
 namespace {
-
-const fs::path kData = KVLENS_TOKENIZER_DATA;
 
 fs::path tokenizerDir()
 {

@@ -15,15 +15,16 @@
 #include "core/eval/vocabulary.h"
 #include "core/model/model.h"
 #include "core/train/trainer.h"
+#include "tests/support/scratch_dir.h"
 
 namespace kvlens {
 namespace {
 namespace fs = std::filesystem;
 
+// A training output folder, not created yet, in this process's scratch folder.
 fs::path tmpDir(const std::string& name) {
-    fs::path d = fs::path(KVLENS_TEST_TMP) / name;
-    fs::remove_all(d);
-    return d;
+    static const test::ScratchDir scratch("train");
+    return scratch / name;
 }
 
 TrainOptions tinyOptions(const fs::path& out) {

@@ -1,5 +1,5 @@
 // Numerical correctness of Model::forward against the independent naive
-// reference (tests/core/naive_forward.cpp), for every family variant.
+// reference (tests/support/naive_forward.cpp), for every family variant.
 #include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -12,14 +12,12 @@
 
 #include "core/error.h"
 #include "core/model/model.h"
-#include "tests/core/naive_forward.h"
-#include "tests/core/test_models.h"
+#include "tests/support/naive_forward.h"
+#include "tests/support/test_models.h"
 
 namespace kvlens::test {
 namespace {
 
-// Relative tolerance at f32: max |ours - reference| <= kRelTol * max(1, max |reference|).
-constexpr double kRelTol = 1e-4;
 // Captured attention probabilities are in [0, 1]: absolute.
 constexpr double kProbTol = 1e-5;
 constexpr int64_t kPromptLen = 12;
@@ -27,27 +25,7 @@ constexpr int64_t kPromptLen = 12;
 using Built = BuiltVariant;
 const Built& built(const std::string& name) { return builtVariant(name); }
 
-double tolFor(const Rows& ref) { return kRelTol * std::max(1.0, maxAbs(ref)); }
-
-// Max errors per variant, printed at the end (the report's table).
-std::map<std::string, double>& maxErrors() {
-    static std::map<std::string, double> m;
-    return m;
-}
-void noteError(const std::string& variant, double rel) {
-    double& e = maxErrors()[variant];
-    e = std::max(e, rel);
-}
-
-class ErrorTable : public ::testing::Environment {
-public:
-    void TearDown() override {
-        if (maxErrors().empty()) return;
-        std::printf("[ max err  ] relative error vs naive reference (tolerance %.0e):\n", kRelTol);
-        for (const auto& [name, e] : maxErrors()) std::printf("[ max err  ]   %-22s %.3e\n", name.c_str(), e);
-    }
-};
-[[maybe_unused]] const auto* const kErrorTable = ::testing::AddGlobalTestEnvironment(new ErrorTable);
+ErrorTable& errors = ErrorTable::add("relative error vs naive reference");
 
 class ForwardFamily : public ::testing::TestWithParam<std::string> {
 protected:
@@ -69,7 +47,7 @@ protected:
         const double tol = tolFor(ref);
         EXPECT_LE(diff, tol) << GetParam() << ": " << what << " (max |ref| " << maxAbs(ref) << ")";
         const double rel = diff / std::max(1.0, maxAbs(ref));
-        noteError(GetParam(), rel);
+        errors.note(GetParam(), rel);
         return rel;
     }
 };

@@ -10,7 +10,7 @@
 #include "core/io/export_data.h"
 #include "core/model/model.h"
 #include "core/run/session.h"
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 
 using namespace kvlens;
 namespace fs = std::filesystem;

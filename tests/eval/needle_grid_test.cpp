@@ -11,7 +11,7 @@
 #include "core/io/needle_io.h"
 #include "core/policy/budget.h"
 #include "core/tokenizer/tokenizer.h"
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 
 using namespace kvlens;
 

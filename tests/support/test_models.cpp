@@ -1,10 +1,8 @@
-#include "tests/core/test_models.h"
-
-#include <unistd.h>
+#include "tests/support/test_models.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -75,24 +73,6 @@ float bf16BitsToFloat(uint16_t b) {
 
 // ---------------------------------------------------------------- scratch dirs
 
-fs::path ScratchDir::root() {
-    if (const char* e = std::getenv("KVLENS_TEST_TMP"); e && *e) return e;
-    if (const char* e = std::getenv("KVLENS_TEST_TMP_DEFAULT"); e && *e) return e;
-    return fs::temp_directory_path() / "kvlens-test";
-}
-
-ScratchDir::ScratchDir(const std::string& name) {
-    static std::atomic<int> counter{0};
-    m_path = root() / (name + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(m_path);
-    fs::create_directories(m_path);
-}
-
-ScratchDir::~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(m_path, ec);
-}
-
 std::vector<int64_t> randomTokens(int64_t count, int64_t vocab, uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::uniform_int_distribution<int64_t> dist(0, vocab - 1);
@@ -111,6 +91,25 @@ Rows tensorRows(const at::Tensor& t) {
     for (int64_t i = 0; i < d.size(0); ++i)
         for (int64_t j = 0; j < d.size(1); ++j) out[i][j] = p[i * d.size(1) + j];
     return out;
+}
+
+double tolFor(const Rows& reference) { return kRelTol * std::max(1.0, maxAbs(reference)); }
+
+ErrorTable& ErrorTable::add(std::string title) {
+    auto* table = new ErrorTable(std::move(title));
+    ::testing::AddGlobalTestEnvironment(table);
+    return *table;
+}
+
+void ErrorTable::note(const std::string& variant, double relative) {
+    double& worst = m_worst[variant];
+    worst = std::max(worst, relative);
+}
+
+void ErrorTable::TearDown() {
+    if (m_worst.empty()) return;
+    std::printf("[ max err  ] %s (tolerance %.0e):\n", m_title.c_str(), kRelTol);
+    for (const auto& [name, e] : m_worst) std::printf("[ max err  ]   %-22s %.3e\n", name.c_str(), e);
 }
 
 double maxAbs(const Rows& a) {

@@ -14,15 +14,17 @@
 #include "core/model/config.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 
 using namespace kvlens;
 namespace fs = std::filesystem;
 
 namespace {
 
+// An empty folder in this process's scratch folder.
 fs::path scratch(const std::string& name) {
-    fs::path dir = fs::path(KVLENS_TEST_TMP) / "loader" / name;
+    static const kvlens::test::ScratchDir root("loader");
+    const fs::path dir = root / name;
     fs::remove_all(dir);
     fs::create_directories(dir);
     return dir;

@@ -2,7 +2,7 @@
 // every accumulation is in double, every formula is written from the HF
 // modeling files' definitions (modeling_llama / mistral / qwen2 / qwen3 /
 // gpt2), not from core/model.
-#include "tests/core/naive_forward.h"
+#include "tests/support/naive_forward.h"
 
 #include <algorithm>
 #include <cmath>

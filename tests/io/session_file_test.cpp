@@ -13,7 +13,7 @@
 #include "core/model/model.h"
 #include "core/run/session_setup.h"
 #include "core/tokenizer/tokenizer.h"
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 
 using namespace kvlens;
 namespace fs = std::filesystem;

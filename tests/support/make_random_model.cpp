@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "tests/core/test_models.h"
+#include "tests/support/test_models.h"
 
 int main(int argc, char** argv) {
     if (argc != 2 && argc != 9) {

@@ -8,6 +8,7 @@
 // The generator also fills a NaiveConfig from the values it writes, so the
 // reference never depends on core's config.json parser.
 #include <ATen/core/Tensor.h>
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -20,7 +21,8 @@
 
 #include "core/model/config.h"
 #include "core/model/model.h"
-#include "tests/core/naive_forward.h"
+#include "tests/support/naive_forward.h"
+#include "tests/support/scratch_dir.h"
 
 namespace kvlens::test {
 
@@ -101,6 +103,26 @@ double maxAbsDiff(const Rows& a, const Rows& b);  // throws on a shape mismatch
 // Rows [begin, begin + count) of a.
 Rows rowsOf(const Rows& a, size_t begin, size_t count);
 
+// Relative tolerance at f32 against the naive reference:
+// max |ours - reference| <= kRelTol * max(1, max |reference|).
+constexpr double kRelTol = 1e-4;
+double tolFor(const Rows& reference);
+
+// The worst relative error per model variant, printed as a table when the
+// test executable ends. One per test file, at namespace scope:
+//   ErrorTable& errors = ErrorTable::add("relative error vs naive reference");
+class ErrorTable : public ::testing::Environment {
+public:
+    static ErrorTable& add(std::string title);  // registered with GoogleTest, which owns it
+    void note(const std::string& variant, double relative);
+    void TearDown() override;
+
+private:
+    explicit ErrorTable(std::string title) : m_title(std::move(title)) {}
+    std::string m_title;
+    std::map<std::string, double> m_worst;
+};
+
 // Captured attention of one layer ([Hq, n, S] over the cache's storage
 // columns, as ForwardResult::attention) against the reference
 // (refLayer[head][query][keyPosition]); row r is query position
@@ -128,23 +150,6 @@ const BuiltVariant& builtVariant(const std::string& name);
 // The same model directory loaded once per settings (device, dtype).
 std::shared_ptr<const Model> variantModel(const std::string& name, const RunSettings& settings);
 
-// A scratch folder for model directories: $KVLENS_TEST_TMP (or the
-// KVLENS_TEST_TMP macro of the test executable) / <name>-<pid>-<n>, created
-// empty and removed on destruction.
-class ScratchDir {
-public:
-    explicit ScratchDir(const std::string& name);
-    ~ScratchDir();
-    ScratchDir(const ScratchDir&) = delete;
-    ScratchDir& operator=(const ScratchDir&) = delete;
-    const std::filesystem::path& path() const { return m_path; }
-    std::filesystem::path operator/(const std::string& sub) const { return m_path / sub; }
-
-    static std::filesystem::path root();
-
-private:
-    std::filesystem::path m_path;
-};
 
 }  // namespace kvlens::test
 

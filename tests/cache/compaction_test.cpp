@@ -16,13 +16,12 @@
 #include "core/cache/kv_cache.h"
 #include "core/error.h"
 #include "core/model/model.h"
-#include "tests/core/naive_forward.h"
-#include "tests/core/test_models.h"
+#include "tests/support/naive_forward.h"
+#include "tests/support/test_models.h"
 
 namespace kvlens::test {
 namespace {
 
-constexpr double kRelTol = 1e-4;
 constexpr double kProbTol = 1e-5;
 constexpr int64_t kPrompt = 20;
 
@@ -31,21 +30,7 @@ using Keep = std::vector<std::vector<int64_t>>;  // per KV head
 using Built = BuiltVariant;
 const Built& built(const std::string& name) { return builtVariant(name); }
 
-double tolFor(const Rows& ref) { return kRelTol * std::max(1.0, maxAbs(ref)); }
-
-// Max relative errors per variant, printed at the end.
-std::map<std::string, double>& maxErrors() {
-    static std::map<std::string, double> m;
-    return m;
-}
-class ErrorTable : public ::testing::Environment {
-public:
-    void TearDown() override {
-        std::printf("[ max err  ] decode over compacted caches vs masked reference (tolerance %.0e):\n", kRelTol);
-        for (const auto& [name, e] : maxErrors()) std::printf("[ max err  ]   %-22s %.3e\n", name.c_str(), e);
-    }
-};
-[[maybe_unused]] const auto* const kErrorTable = ::testing::AddGlobalTestEnvironment(new ErrorTable);
+ErrorTable& errors = ErrorTable::add("decode over compacted caches vs masked reference");
 
 // What the cache should hold, tracked independently of KvCache: per layer
 // and KV head the true positions in cache order, and for every query the
@@ -199,8 +184,7 @@ public:
         }
         const double diff = maxAbsDiff(ours, want);
         EXPECT_LE(diff, tolFor(want)) << what << " (max |ref| " << maxAbs(want) << ")";
-        double& worst = maxErrors()[m_b.tm.dir.filename().string()];
-        worst = std::max(worst, diff / std::max(1.0, maxAbs(want)));
+        errors.note(m_b.tm.dir.filename().string(), diff / std::max(1.0, maxAbs(want)));
         // Eviction must matter, or the comparison proves nothing: the
         // unmasked reference differs.
         const NaiveResult full = naiveForward(m_b.tm.naive, m_b.tm.weights,

@@ -1,4 +1,4 @@
-#include "tests/core/trace_compare.h"
+#include "tests/support/trace_compare.h"
 
 #include <gtest/gtest.h>
 
