@@ -85,10 +85,13 @@ MetricsPanel::MetricsPanel(QWidget* parent)
     m_mass->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
 }
 
-void MetricsPanel::setTokenText(std::function<QString(int64_t)> text) { m_tokenText = std::move(text); }
+void MetricsPanel::setTokenPieces(TokenPieces pieces) { m_tokenPieces = std::move(pieces); }
 
-QString MetricsPanel::tokenText(int64_t id) const {
-    return m_tokenText ? m_tokenText(id) : QStringLiteral("#%1").arg(id);
+QStringList MetricsPanel::tokenPieces(const std::vector<int64_t>& ids) const {
+    if (m_tokenPieces) return m_tokenPieces(ids);
+    QStringList out;
+    for (int64_t id : ids) out << QStringLiteral("#%1 ").arg(id);
+    return out;
 }
 
 void MetricsPanel::setTrace(std::shared_ptr<const Trace> trace) {
@@ -195,11 +198,14 @@ void MetricsPanel::showOutputs(const Trace& t) {
         html += QStringLiteral("<p style='margin:2px'><b style='color:%1'>%2</b>: ")
                     .arg(policyColour(static_cast<int>(p)).name(), QString::fromStdString(pt.label).toHtmlEscaped());
         const size_t n = t.teacherForced ? pt.metrics.size() : pt.generated.size();
+        std::vector<int64_t> ids(n);
+        for (size_t i = 0; i < n; ++i) ids[i] = t.teacherForced ? pt.metrics[i].argmax : pt.generated[i];
+        // Decoded as a text (the CLI prints the same), one piece per token.
+        const QStringList pieces = tokenPieces(ids);
         for (size_t i = 0; i < n; ++i) {
-            const int64_t id = t.teacherForced ? pt.metrics[i].argmax : pt.generated[i];
             const bool differs = t.teacherForced ? !pt.metrics[i].top1Agrees
                                                  : (pt.divergedAt >= 0 && static_cast<int64_t>(i) >= pt.divergedAt);
-            const QString word = tokenText(id).toHtmlEscaped();
+            const QString word = pieces.value(static_cast<int>(i)).toHtmlEscaped();
             html += differs ? QStringLiteral("<span style='background:#F8D0B8;text-decoration:underline'>%1</span>").arg(word)
                             : word;
         }

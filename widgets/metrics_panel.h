@@ -3,6 +3,7 @@
 // steps, retained attention mass per layer, KV memory held against the full
 // cache (QCustomPlot), and each policy's output with where it departs from
 // the full cache marked.
+#include <QStringList>
 #include <QWidget>
 #include <functional>
 #include <memory>
@@ -20,7 +21,10 @@ public:
     explicit MetricsPanel(QWidget* parent = nullptr);
 
     // Readable text of a token id (the model's tokenizer); "#id" when unset.
-    void setTokenText(std::function<QString(int64_t)> text);
+    // The text of a sequence of token ids, one piece per id (the tokenizer's
+    // decodePieces); without one, "#ID " each.
+    using TokenPieces = std::function<QStringList(const std::vector<int64_t>& ids)>;
+    void setTokenPieces(TokenPieces pieces);
     void setTrace(std::shared_ptr<const Trace> trace);
     QCustomPlot* klPlot() const { return m_kl; }
     QCustomPlot* agreementPlot() const { return m_agree; }
@@ -43,14 +47,14 @@ private:
     void plotMass(const Trace& t);
     void plotMemory(const Trace& t);
     void showOutputs(const Trace& t);
-    QString tokenText(int64_t id) const;
+    QStringList tokenPieces(const std::vector<int64_t>& ids) const;
 
     QCustomPlot* m_kl;
     QCustomPlot* m_agree;
     QCustomPlot* m_mass;
     QCustomPlot* m_memory;
     QTextBrowser* m_outputs;
-    std::function<QString(int64_t)> m_tokenText;
+    TokenPieces m_tokenPieces;
 };
 
 }  // namespace kvlens::ui

@@ -21,7 +21,8 @@ ModelPanel::ModelPanel(QWidget* parent)
       m_threads(new QSpinBox(this)),
       m_progress(new QProgressBar(this)),
       m_summary(new QLabel(this)),
-      m_window(new QLabel(this)) {
+      m_window(new QLabel(this)),
+      m_failure(new QLabel(this)) {
     m_dir->setPlaceholderText(tr("HF model directory"));
     m_dir->setToolTip(tr("config.json, *.safetensors and tokenizer.json of a Llama-family or GPT-2 model"));
     auto* open = new QPushButton(tr("Open…"), this);
@@ -50,7 +51,12 @@ ModelPanel::ModelPanel(QWidget* parent)
     layout->addLayout(form);
     layout->addWidget(load);
     layout->addWidget(m_progress);
+    layout->addWidget(m_failure);
     layout->addWidget(m_summary);
+    m_failure->setWordWrap(true);
+    m_failure->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_failure->setStyleSheet(QStringLiteral("color: #B03000"));
+    m_failure->hide();
     m_window->setWordWrap(true);
     m_window->setStyleSheet(QStringLiteral("color: #8A5A00"));
     m_window->hide();
@@ -87,6 +93,7 @@ void ModelPanel::setProgress(int percent, const QString& stage) {
 
 void ModelPanel::setSummary(const ModelSummary& s) {
     setSlidingWindow(0);  // known once the new model's first trace arrives
+    m_failure->hide();
     m_dir->setText(QString::fromStdString(s.directory));
     setProgress(100, tr("loaded"));
     m_summary->setText(tr("%1 · %2 layers · %3 query heads / %4 KV heads · head dim %5\n"
@@ -102,12 +109,22 @@ void ModelPanel::setSummary(const ModelSummary& s) {
                            .arg(s.kvBytesPerToken));
 }
 
-void ModelPanel::setFailed(const QString& message) {
-    setProgress(0, tr("failed"));
-    m_summary->setText(message);
+void ModelPanel::setFailed(const QString& message, const QString& inUse) {
+    const QString tried = directory();
+    m_failure->setText(inUse.isEmpty() ? tr("%1 did not load: %2").arg(tried, message)
+                                       : tr("%1 did not load: %2\nStill in use: %3").arg(tried, message, inUse));
+    m_failure->show();
+    if (inUse.isEmpty()) {
+        setProgress(0, tr("no model"));
+        m_summary->clear();
+    } else {
+        m_dir->setText(inUse);  // the field names the model the views show
+        setProgress(100, tr("loaded"));
+    }
 }
 
-QString ModelPanel::summaryText() const { return m_summary->text(); }
+QString ModelPanel::failureText() const { return m_failure->isHidden() ? QString() : m_failure->text(); }
+
 
 void ModelPanel::setSlidingWindow(int64_t tokens) {
     m_window->setText(tokens > 0 ? tr("The model attends within a sliding window of %1 tokens: older keys are "

@@ -26,8 +26,10 @@ public:
     RunSettings settings() const;
     void setProgress(int percent, const QString& stage);
     void setSummary(const ModelSummary& s);
-    void setFailed(const QString& message);
-    QString summaryText() const;
+    // A load that failed: says why beside the summary of the model still in
+    // use (`inUse`, empty when none), and the directory field goes back to it.
+    void setFailed(const QString& message, const QString& inUse);
+    QString failureText() const;  // empty while the last load succeeded
     // The model's own attention window (Trace::slidingWindow; 0: none), shown
     // under the summary: keys older than that are invisible to every run.
     void setSlidingWindow(int64_t tokens);
@@ -48,6 +50,7 @@ private:
     QProgressBar* m_progress;
     QLabel* m_summary;
     QLabel* m_window;
+    QLabel* m_failure;
     QString m_startDir;
 };
 

@@ -7,6 +7,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QSpinBox>
+#include <QStringList>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <climits>
@@ -33,8 +34,8 @@ ParamForm::ParamForm(QWidget* parent)
     m_error->setStyleSheet(QStringLiteral("color: #B03000"));
     m_error->hide();
     layout->addWidget(m_title);
+    layout->addWidget(m_error);  // above the fields: seen without scrolling
     layout->addLayout(m_form);
-    layout->addWidget(m_error);
     layout->addStretch(1);
 }
 
@@ -77,11 +78,40 @@ QWidget* ParamForm::makeControl(const ParamSpec& spec, const std::string& value)
     } else {  // IntList, or an Int whose value is budget-relative ("B/2")
         auto* w = new QLineEdit(QString::fromStdString(value), this);
         connect(w, &QLineEdit::editingFinished, this, &ParamForm::commit);
+        // Checked as typed: the mark and the reason appear before Enter.
+        const std::string name = spec.name;
+        connect(w, &QLineEdit::textEdited, this, [this, name] {
+            for (Row& r : m_rows)
+                if (r.name == name) validate(r);
+        });
         row = {spec.name, w, [w] { return w->text().trimmed().toStdString(); }};
     }
-    row.widget->setToolTip(QString::fromStdString(spec.help + " (default " + spec.defaultValue + ")"));
+    // The registry's help may name the default already ("(default B/2)").
+    const bool namesDefault = spec.help.find("default") != std::string::npos;
+    row.widget->setToolTip(QString::fromStdString(namesDefault ? spec.help : spec.help + " (default " + spec.defaultValue + ")"));
+    row.widget->setObjectName(QString::fromStdString("param_" + spec.name));
+    row.error = new QLabel(this);
+    row.error->setWordWrap(true);
+    row.error->setStyleSheet(QStringLiteral("color: #B03000"));
+    row.error->hide();
     m_rows.push_back(row);
     return row.widget;
+}
+
+bool ParamForm::validate(Row& row) {
+    QString reason;
+    try {
+        parsePolicySpec(m_id + ":" + row.name + "=" + row.read());
+    } catch (const Error& e) {
+        reason = QString::fromStdString(e.what());
+    }
+    // A red frame on the field (its own object name: no child inherits it).
+    row.widget->setStyleSheet(reason.isEmpty() ? QString()
+                                               : QStringLiteral("#%1 { border: 2px solid #B03000; }")
+                                                     .arg(row.widget->objectName()));
+    row.error->setText(reason);
+    row.error->setVisible(!reason.isEmpty());
+    return reason.isEmpty();
 }
 
 void ParamForm::setPolicy(const PolicyConfig& config) {
@@ -94,8 +124,21 @@ void ParamForm::setPolicy(const PolicyConfig& config) {
                               QString::fromStdString(info.reference).toHtmlEscaped()));
     for (const ParamSpec& spec : info.params) {
         const std::string value = config.has(spec.name) ? config.text(spec.name) : spec.defaultValue;
-        m_form->addRow(QString::fromStdString(spec.name), makeControl(spec, value));
+        // The field with its reason under it, when it has one.
+        auto* cell = new QWidget(this);
+        auto* box = new QVBoxLayout(cell);
+        box->setContentsMargins(0, 0, 0, 0);
+        box->setSpacing(1);
+        box->addWidget(makeControl(spec, value));
+        box->addWidget(m_rows.back().error);
+        m_form->addRow(QString::fromStdString(spec.name), cell);
     }
+}
+
+QString ParamForm::fieldError(const QString& name) const {
+    for (const Row& r : m_rows)
+        if (QString::fromStdString(r.name) == name) return r.error->isHidden() ? QString() : r.error->text();
+    return {};
 }
 
 QWidget* ParamForm::control(const QString& name) const {
@@ -110,6 +153,16 @@ QString ParamForm::errorText() const { return m_error->isHidden() ? QString() : 
 // lets the registry's parser validate it, so the GUI accepts exactly what
 // the CLI accepts.
 void ParamForm::commit() {
+    QStringList invalid;
+    for (Row& r : m_rows)
+        if (!validate(r)) invalid << QString::fromStdString(r.name);
+    if (!invalid.isEmpty()) {
+        m_error->setText(tr("Not applied: %1 %2 not valid (marked below); the policy runs with its last valid "
+                            "values.")
+                             .arg(invalid.join(QStringLiteral(", ")), invalid.size() == 1 ? tr("is") : tr("are")));
+        m_error->show();
+        return;
+    }
     const PolicyInfo& info = findPolicy(m_id);
     std::string spec = m_id, sep = ":";
     for (const Row& r : m_rows) {

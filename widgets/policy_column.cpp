@@ -57,7 +57,6 @@ PolicyColumn::PolicyColumn(QWidget* parent)
 
 void PolicyColumn::setData(std::shared_ptr<const Trace> trace, int policy, std::shared_ptr<const AttentionLod> lod,
                            int64_t layer, int64_t head) {
-    m_policy = policy;
     const int64_t group = trace->numHeads / std::max<int64_t>(1, trace->numKvHeads);
     m_header->setText(headerFor(*trace, policy));
     m_strip->setData(trace, policy, layer, head / std::max<int64_t>(1, group));

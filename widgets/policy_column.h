@@ -23,7 +23,6 @@ public:
 
     void setData(std::shared_ptr<const Trace> trace, int policy, std::shared_ptr<const AttentionLod> lod,
                  int64_t layer, int64_t head);
-    int policyIndex() const { return m_policy; }
     QString headerText() const;
     // The whole column (header, strip, heatmap, grid) onto any painter, at
     // any size: exports render through this, not through the widgets.
@@ -37,7 +36,6 @@ private:
     TokenStrip* m_strip;
     AttentionHeatmap* m_heatmap;
     HeadGrid* m_grid;
-    int m_policy = 0;
 };
 
 }  // namespace kvlens::ui

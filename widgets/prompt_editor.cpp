@@ -20,7 +20,12 @@ PromptEditor::PromptEditor(QWidget* parent)
     layout->addWidget(m_edit, 1);
     m_edit->setPlaceholderText(tr("Type a prompt; every panel follows as you type"));
     m_edit->setTabChangesFocus(true);  // keeps Space/arrows free for the transport outside the editor
-    connect(m_edit, &QPlainTextEdit::textChanged, this, [this] { Q_EMIT textEdited(text()); });
+    m_examples->setPlaceholderText(tr("(your own text)"));
+    connect(m_edit, &QPlainTextEdit::textChanged, this, [this] {
+        // The box names an example only while the text is that example's.
+        m_examples->setCurrentIndex(static_cast<int>(m_texts.indexOf(text())));
+        Q_EMIT textEdited(text());
+    });
     connect(m_examples, qOverload<int>(&QComboBox::activated), this, [this](int i) {
         if (i >= 0 && i < m_texts.size()) setText(m_texts[i]);
     });
@@ -34,6 +39,7 @@ void PromptEditor::setExamples(const QStringList& names, const QStringList& text
 
 void PromptEditor::setText(const QString& text) { m_edit->setPlainText(text); }
 void PromptEditor::selectExample(const QString& name) { m_examples->setCurrentIndex(m_examples->findText(name)); }
+QString PromptEditor::exampleName() const { return m_examples->currentIndex() < 0 ? QString() : m_examples->currentText(); }
 
 QString PromptEditor::text() const { return m_edit->toPlainText(); }
 void PromptEditor::setTokenCount(int tokens) { m_count->setText(tr("%1 tokens").arg(tokens)); }

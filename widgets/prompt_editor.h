@@ -18,6 +18,8 @@ public:
     void setExamples(const QStringList& names, const QStringList& texts);
     void setText(const QString& text);  // emits textEdited
     void selectExample(const QString& name);  // shows the name, leaves the text alone
+    // The example the text is, or empty once it is edited (the box then says "(your own text)").
+    QString exampleName() const;
     QString text() const;
     void setTokenCount(int tokens);
     QPlainTextEdit* editor() const { return m_edit; }

@@ -143,6 +143,7 @@ bool Controller::contextAllows() {
         m_promptTokens = static_cast<int64_t>(m_tokenizer->encode(m_prompt.toStdString(), true).size());
         m_countedPrompt = m_prompt;
     }
+    Q_EMIT promptCounted(static_cast<int>(m_promptTokens));
     const int64_t tokens = m_promptTokens + m_decodeSteps;
     const bool allowed = m_longAnswer && m_longAnswer->prompt == m_prompt && m_longAnswer->run;
     ContextCheck check = checkContextLength(tokens, m_maxPositions, m_learnedPositions, allowed);
@@ -226,6 +227,9 @@ void Controller::cancelRun() {
     m_debounce.stop();
     m_currentRun = 0;  // whatever the run still delivers is dropped
     setBusy(false);
+    // Queued: runs once the cancelled run has returned on the worker thread.
+    Worker* w = m_worker;
+    QMetaObject::invokeMethod(m_worker, [w] { w->releaseSession(); }, Qt::QueuedConnection);
     Q_EMIT runCancelled();
 }
 

@@ -85,10 +85,13 @@ Q_SIGNALS:
     // Before each run: why its length is past the model's context (a
     // warning: it runs), or empty when it is within it.
     void contextChecked(const QString& warning);
+    // Before each run: the prompt's length in tokens (BOS included).
+    void promptCounted(int tokens);
     void busyChanged(bool busy);
     // The current run's progress (Worker::runProgress).
     void runProgress(int percent, const QString& text);
-    // cancelRun() stopped the current run; the views keep the last results.
+    // cancelRun() stopped the current run (and freed what it held); the
+    // views keep the last results.
     void runCancelled();
     void needleProgress(qint64 done, qint64 total);
     void needleReady(const std::shared_ptr<const kvlens::eval::NeedleGridResult>& result);

@@ -35,6 +35,15 @@ namespace {
 
 const char* const kTables[] = {"attention", "status", "scores", "budgets", "metrics"};
 
+// A session file as a title: "01-attention-sinks.kvlens.json" -> "attention sinks";
+// another name as it is ("mine.kvlens.json").
+QString workshopTitle(const QFileInfo& f) {
+    QString name = f.fileName();
+    static const QRegularExpression numbered(QStringLiteral("^\\d+-(.*)\\.kvlens\\.json$"));
+    const QRegularExpressionMatch m = numbered.match(name);
+    return m.hasMatch() ? m.captured(1).replace(u'-', u' ') : name;
+}
+
 // Which run and what to draw, and (for PNG) the scale: asked before the file.
 struct FigureChoice {
     int run = 1;
@@ -109,7 +118,7 @@ void FileActions::addActions(QMenu* file) {
     add(tr("Open &session…"), QKeySequence(QStringLiteral("Ctrl+Shift+O")), [this] {
         const QString f = QFileDialog::getOpenFileName(m_window, tr("Open session"), defaultFolder(),
                                                        tr("KVLens sessions (*.kvlens.json *.json)"));
-        if (!f.isEmpty()) openSession(f);
+        if (!f.isEmpty()) openAsked(f, true);
     });
     m_recentMenu = file->addMenu(tr("Recent sessions"));
     connect(m_recentMenu, &QMenu::aboutToShow, this, &FileActions::rebuildRecent);
@@ -119,24 +128,13 @@ void FileActions::addActions(QMenu* file) {
     m_workshopMenu = file->addMenu(tr("Workshop sessions"));
     const QDir dir(QString::fromStdString(findResource("sessions").string()));
     for (const QFileInfo& f : dir.entryInfoList({QStringLiteral("*.kvlens.json")}, QDir::Files, QDir::Name)) {
-        QString title = f.fileName().chopped(int(qstrlen(".kvlens.json")));
-        title.replace(QRegularExpression(QStringLiteral("^\\d+-")), QString()).replace(u'-', u' ');
-        QAction* a = m_workshopMenu->addAction(title);
+        QAction* a = m_workshopMenu->addAction(workshopTitle(f));
         a->setStatusTip(f.absoluteFilePath());
         const QString path = f.absoluteFilePath();
-        connect(a, &QAction::triggered, this, [this, path] { openSession(path, /*remember=*/false); });
+        connect(a, &QAction::triggered, this, [this, path] { openAsked(path, /*remember=*/false); });
     }
     if (m_workshopMenu->isEmpty()) m_workshopMenu->addAction(tr("(none found)"))->setEnabled(false);
-    add(tr("&Save session"), QKeySequence::Save, [this] {
-        if (!m_current.isEmpty()) {
-            saveSession(m_current);
-            return;
-        }
-        const QString f = QFileDialog::getSaveFileName(m_window, tr("Save session"),
-                                                       defaultFolder() + QStringLiteral("/session.kvlens.json"),
-                                                       tr("KVLens sessions (*.kvlens.json)"));
-        if (!f.isEmpty()) saveSession(f);
-    });
+    add(tr("&Save session"), QKeySequence::Save, [this] { save(); });
     add(tr("Save session &as…"), QKeySequence::SaveAs, [this] {
         const QString f = QFileDialog::getSaveFileName(m_window, tr("Save session as"),
                                                        m_current.isEmpty() ? defaultFolder() : m_current,
@@ -168,8 +166,61 @@ bool FileActions::saveSession(const QString& file) {
     }
     m_current = file;
     addRecent(file);
+    setDocument(QFileInfo(file).fileName(), true);
     m_window->statusBar()->showMessage(tr("Saved %1").arg(file), 5000);
     return true;
+}
+
+bool FileActions::save() {
+    if (!m_current.isEmpty()) return saveSession(m_current);
+    const QString f = QFileDialog::getSaveFileName(m_window, tr("Save session"),
+                                                   defaultFolder() + QStringLiteral("/session.kvlens.json"),
+                                                   tr("KVLens sessions (*.kvlens.json)"));
+    return !f.isEmpty() && saveSession(f);
+}
+
+void FileActions::openAsked(const QString& file, bool remember) {
+    if (maybeSave()) openSession(file, remember);
+}
+
+// ---- the document: name, modified mark, unsaved changes ----
+
+std::string FileActions::document() const {
+    SessionFile s = m_window->sessionState();
+    s.view.step = -1;  // where the transport stands is not an edit
+    return sessionToJson(s).dump();
+}
+
+void FileActions::setDocument(const QString& name, bool saved) {
+    m_name = name;
+    // Restored from the autosave: unsaved work, whatever it is compared with.
+    m_baseline = saved ? document() : std::string();
+    showTitle();
+    m_window->setWindowModified(!saved);
+}
+
+void FileActions::showTitle() { m_window->setWindowTitle(tr("%1[*] — KVLens").arg(m_name)); }
+
+bool FileActions::isModified() const { return m_baseline && *m_baseline != document(); }
+
+void FileActions::updateModified() {
+    if (!m_baseline) m_baseline = document();  // a window that was never started: as it is now
+    m_window->setWindowModified(isModified());
+}
+
+bool FileActions::maybeSave() {
+    updateModified();
+    if (!isModified()) return true;
+    int answer = QMessageBox::Cancel;
+    if (m_unsaved) {
+        answer = m_unsaved(m_name);
+    } else {
+        answer = QMessageBox::question(m_window, tr("Unsaved changes"),
+                                       tr("The session \"%1\" has changes that are not saved. Save them?").arg(m_name),
+                                       QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
+    }
+    if (answer == QMessageBox::Save) return save();
+    return answer == QMessageBox::Discard;
 }
 
 bool FileActions::openSession(const QString& file, bool remember) {
@@ -185,13 +236,15 @@ bool FileActions::openSession(const QString& file, bool remember) {
         report(tr("Cannot open the session"), tr("%1: %2").arg(file, error));
         return false;
     }
-    if (remember && file != m_autosaveFile) {
+    const bool restored = file == m_autosaveFile;
+    if (remember && !restored) {
         m_current = file;
         addRecent(file);
-    } else if (!remember) {
-        m_current.clear();  // Save asks where: the shipped file is read-only
+    } else {
+        m_current.clear();  // Save asks where: the shipped file is read-only, the autosave is not the user's
     }
-    Q_EMIT sessionOpened(file);
+    setDocument(restored ? tr("Untitled") : remember ? QFileInfo(file).fileName() : workshopTitle(QFileInfo(file)),
+                !restored);
     return true;
 }
 
@@ -215,7 +268,7 @@ void FileActions::rebuildRecent() {
         QAction* a = m_recentMenu->addAction(QFileInfo(f).fileName());
         a->setToolTip(f);
         a->setStatusTip(f);
-        connect(a, &QAction::triggered, this, [this, f] { openSession(f); });
+        connect(a, &QAction::triggered, this, [this, f] { openAsked(f, true); });
     }
     if (list.isEmpty()) m_recentMenu->addAction(tr("(none)"))->setEnabled(false);
 }
@@ -223,6 +276,7 @@ void FileActions::rebuildRecent() {
 // ---- autosave ----
 
 void FileActions::scheduleAutosave() {
+    updateModified();
     if (!m_restorePending) m_autosave.start();
 }
 
@@ -241,6 +295,7 @@ bool FileActions::autosaveNow() {
 }
 
 bool FileActions::startup() {
+    setDocument(tr("Untitled"), true);  // the new window's state is the unmodified one
     const bool offer = !m_settings.cleanExit.get() && QFileInfo::exists(m_autosaveFile);
     m_settings.cleanExit.set(false);
     if (!offer) return false;

@@ -10,6 +10,8 @@
 #include <QStringList>
 #include <QTimer>
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "app/gui/setting_value.h"
 #include "core/io/export_data.h"
@@ -29,6 +31,8 @@ public:
     static constexpr int kMaxRecent = 8;
     using Reporter = std::function<void(const QString& title, const QString& text)>;
     using RestoreDecider = std::function<bool(const QString& autosaveFile)>;
+    // Answers the unsaved-changes question: QMessageBox::Save, Discard or Cancel.
+    using UnsavedDecider = std::function<int(const QString& documentName)>;
 
     explicit FileActions(MainWindow* window);
     ~FileActions() override;
@@ -43,6 +47,23 @@ public:
     bool openSession(const QString& file, bool remember = true);
     QString currentFile() const { return m_current; }
     QStringList recentSessions() const;
+
+    // The session as a document. Modified when what the window holds (its
+    // sessionState(), the shown step aside) differs from what was last
+    // opened or saved, or, in a new window, from its start-up state; an
+    // autosave restored is unsaved work. The title is "NAME[*] — KVLens"
+    // (NAME: the file's, the workshop session's, or "Untitled"), with
+    // Qt's modified mark.
+    bool isModified() const;
+    QString documentName() const { return m_name; }
+    void showTitle();
+    void updateModified();
+    // Before the session is replaced or the window closes: asks
+    // Save / Discard / Cancel when modified; false when the user cancels (or
+    // Save did not save).
+    bool maybeSave();
+    // Save: to the current file, or where a dialog says; false if not saved.
+    bool save();
 
     // Exports of the shown trace; an empty string on success, otherwise why not.
     // `run`: a policy index of the trace (0 = full); -1: every run in one grid.
@@ -81,10 +102,10 @@ public:
 
     void setReporter(Reporter r) { m_report = std::move(r); }
     void setRestoreDecider(RestoreDecider d) { m_restore = std::move(d); }
+    void setUnsavedDecider(UnsavedDecider d) { m_unsaved = std::move(d); }
 
 Q_SIGNALS:
     void autosaved(const QString& file);
-    void sessionOpened(const QString& file);
     void exportFinished(const QString& error, const QStringList& files);
 
 private:
@@ -98,6 +119,9 @@ private:
     void chooseExportNeedle();
     void chooseExportMetrics();
     QString defaultFolder() const;
+    std::string document() const;                  // the window's session as compared
+    void setDocument(const QString& name, bool saved);  // after open / save / restore
+    void openAsked(const QString& file, bool remember);  // a menu's open: maybeSave() first
 
     void chooseExportLayersHeads();
     void acceptCapture(quint64 id, qint64 layer, qint64 head, const std::shared_ptr<const Trace>& trace);
@@ -115,11 +139,14 @@ private:
     Settings m_settings;
     QTimer m_autosave;
     QString m_autosaveFile, m_current;
+    QString m_name = tr("Untitled");
+    std::optional<std::string> m_baseline;  // the document as opened/saved; none before startup()
     bool m_restorePending = false;
     QMenu* m_recentMenu = nullptr;
     QMenu* m_workshopMenu = nullptr;
     Reporter m_report;
     RestoreDecider m_restore;
+    UnsavedDecider m_unsaved;
 };
 
 }  // namespace kvlens::gui

@@ -77,7 +77,7 @@ MainWindow::MainWindow(QWidget* parent)
       m_cancelRun(new QToolButton(this)),
       m_modelLabel(new QLabel(this)),
       m_files(new FileActions(this)) {
-    setWindowTitle(tr("KVLens — KV-cache eviction lab"));
+    m_files->showTitle();
     setCentralWidget(buildCentral());
     buildDocks();
     buildActions();
@@ -252,9 +252,15 @@ void MainWindow::connectController() {
         m_model->setSummary(s);
         m_settings.lastModelDir.set(QString::fromStdString(s.directory));
         auto tok = m_controller->tokenizer();
-        m_metrics->setTokenText([tok](int64_t id) {
-            return tok ? QString::fromStdString(tok->tokenLabel(static_cast<int32_t>(id))) + QLatin1Char(' ')
-                       : QStringLiteral("#%1 ").arg(id);
+        m_metrics->setTokenPieces([tok](const std::vector<int64_t>& ids) {
+            QStringList out;
+            if (!tok) {
+                for (int64_t id : ids) out << QStringLiteral("#%1 ").arg(id);
+                return out;
+            }
+            const std::vector<int32_t> narrow(ids.begin(), ids.end());
+            for (const std::string& piece : tok->decodePieces(narrow)) out << QString::fromStdString(piece);
+            return out;
         });
         m_modelText = tr("%1 · %2 · %3/%4")
                           .arg(QFileInfo(QString::fromStdString(s.directory)).fileName(),
@@ -265,7 +271,12 @@ void MainWindow::connectController() {
         statusBar()->showMessage(tr("Loaded %1").arg(QString::fromStdString(s.directory)), 5000);
     });
     connect(c, &Controller::modelFailed, this, [this](const QString& message) {
-        m_model->setFailed(message);
+        // The worker keeps the model it had, if any: the views and runs stay on it.
+        const QString inUse =
+            m_controller->modelReady() ? QString::fromStdString(m_controller->model().directory) : QString();
+        m_model->setFailed(message, inUse);
+        statusBar()->showMessage(inUse.isEmpty() ? tr("The model did not load; no model is in use")
+                                                 : tr("The model did not load; still using %1").arg(inUse));
         auto* box = new QMessageBox(QMessageBox::Critical, tr("Cannot load the model"), message, QMessageBox::Ok, this);
         box->setAttribute(Qt::WA_DeleteOnClose);
         box->open();  // not exec(): the window stays live behind it
@@ -306,6 +317,7 @@ void MainWindow::connectController() {
     connect(c, &Controller::runCancelled, this, [this] {
         statusBar()->showMessage(tr("Cancelled: the views show the last results"), 10000);
     });
+    connect(c, &Controller::promptCounted, m_prompt, &ui::PromptEditor::setTokenCount);
     connect(c, &Controller::contextChecked, this, [this](const QString& warning) {
         m_notice->setText(warning.isEmpty() ? QString() : tr("Past the model's context: %1").arg(warning));
         m_notice->setVisible(!warning.isEmpty());
@@ -534,6 +546,10 @@ QString MainWindow::applySession(const SessionFile& s) {
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
+    if (!m_files->maybeSave()) {
+        e->ignore();
+        return;
+    }
     m_settings.geometry.set(saveGeometry());
     m_settings.windowState.set(saveState());
     QMainWindow::closeEvent(e);

@@ -43,7 +43,6 @@ public:
     void start(const QString& modelDir);
 
     Controller* controller() const { return m_controller; }
-    QUndoStack* undoStack() const { return m_undo; }
     ui::ComparisonView* comparison() const { return m_comparison; }
     ui::BudgetEditor* budgetEditor() const { return m_budget; }
     ui::PolicyList* policyList() const { return m_policies; }

@@ -1,5 +1,9 @@
 #include "app/gui/worker.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <QElapsedTimer>
 #include <filesystem>
 
@@ -90,6 +94,13 @@ void Worker::run(const RunRequest& r) {
         m_session.reset();
         Q_EMIT runFailed(r.id, QString::fromStdString(e.what()));
     }
+}
+
+void Worker::releaseSession() {
+    m_session.reset();
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
 }
 
 SessionOptions Worker::optionsFor(const RunRequest& r) const {

@@ -43,6 +43,10 @@ public:
     // The request once per (layer, query head), up to `steps` decode steps,
     // each capturing that pair's attention (export every layer × head).
     void runCaptures(quint64 id, const RunRequest& request, int steps, const std::vector<std::pair<int64_t, int64_t>>& pairs);
+    // After a cancel by the user: the Session (and its caches) is dropped and
+    // the allocator's free memory handed back to the system; the next run
+    // starts afresh.
+    void releaseSession();
 
 Q_SIGNALS:
     void loadProgress(quint64 id, int percent, const QString& stage);

@@ -41,9 +41,6 @@ public:
     // Syncs, closes and renames into place; throws IoError on any failure.
     void commit();
     const std::filesystem::path& target() const { return m_target; }
-    // The temporary file (for writers that only take a file name; then
-    // nothing may be written through write()).
-    const std::filesystem::path& temporaryPath() const { return m_tmp; }
 
 private:
     std::filesystem::path m_target, m_tmp;

@@ -25,7 +25,6 @@ public:
     Angles angles(const at::Tensor& positions) const;
     static at::Tensor apply(const at::Tensor& x, const Angles& a);
 
-    const at::Tensor& invFreq() const { return m_invFreq; }  // [D/2] fp32
 
     // The HF inverse frequencies for a config (exposed for tests).
     static std::vector<double> inverseFrequencies(const ModelConfig& cfg);

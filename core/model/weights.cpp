@@ -71,12 +71,6 @@ std::vector<std::string> WeightStore::names() const {
     return out;
 }
 
-uint64_t WeightStore::storedBytes() const {
-    uint64_t n = 0;
-    for (const auto& [name, e] : m_index) n += e.info->end - e.info->begin;
-    return n;
-}
-
 at::Tensor WeightStore::get(const std::string& name, const std::vector<int64_t>& shape, at::ScalarType dtype,
                             at::Device device) const {
     auto it = m_index.find(name);

@@ -25,8 +25,6 @@ public:
     // Throws ModelError naming the file and tensor when missing or mis-shaped.
     at::Tensor get(const std::string& name, const std::vector<int64_t>& shape, at::ScalarType dtype,
                    at::Device device) const;
-    // Total bytes of the stored tensors (as stored on disk).
-    uint64_t storedBytes() const;
     const std::vector<std::string>& files() const { return m_fileNames; }
 
 private:

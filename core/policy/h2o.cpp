@@ -20,7 +20,9 @@ namespace {
 
 class H2oPolicy : public ScorerPolicy {
 public:
-    using ScorerPolicy::ScorerPolicy;
+    H2oPolicy(const PolicyInfo& info, PolicyConfig config)
+        : ScorerPolicy(info, std::move(config)),
+          m_recent(this->config().text("recent") == "B/2" ? kHalfBudget : this->config().getInt("recent")) {}
 
     void observe(const LayerState& state, const Observation& obs) override {
         if (!obs.probs.defined()) return;
@@ -38,12 +40,13 @@ public:
 protected:
     at::Tensor score(const LayerState& state) override { return m_sums.forState(state); }
     int64_t window(const LayerState& state) const override {
-        // The paper's equal split of the budget between heavy and recent.
-        const std::string& recent = config().text("recent");
-        return recent == "B/2" ? std::max<int64_t>(0, state.budget) / 2 : config().getInt("recent");
+        return m_recent == kHalfBudget ? std::max<int64_t>(0, state.budget) / 2 : m_recent;
     }
 
 private:
+    // recent=B/2: the paper's equal split of the budget between heavy and recent.
+    static constexpr int64_t kHalfBudget = -1;
+    const int64_t m_recent;
     // The same sums as one loop on the CPU, where a step's handful of small
     // ATen ops costs more than the arithmetic.
     void observeOnHost(const LayerState& state, const Observation& obs) {

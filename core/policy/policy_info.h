@@ -20,7 +20,6 @@ enum class Schedule { EveryStep, PrefillOnce, EveryN, PrefillThenStep };
 enum class GqaReduce { Mean, Max, Sum };
 
 const char* scheduleName(Schedule s);
-const char* gqaReduceName(GqaReduce g);
 
 struct ParamSpec {
     enum class Type { Int, Real, Bool, Choice, IntList };

@@ -274,15 +274,6 @@ const char* scheduleName(Schedule s) {
     return "every_step";
 }
 
-const char* gqaReduceName(GqaReduce g) {
-    switch (g) {
-    case GqaReduce::Mean: return "mean";
-    case GqaReduce::Max: return "max";
-    case GqaReduce::Sum: return "sum";
-    }
-    return "mean";
-}
-
 namespace {
 std::deque<PolicyInfo>& registryStorage() {
     static std::deque<PolicyInfo> registry = buildRegistry();

@@ -324,7 +324,6 @@ Session::~Session() = default;
 
 const SessionOptions& Session::options() const { return m->opt; }
 const Reuse& Session::reuse() const { return m->reused; }
-int64_t Session::stepsDone() const { return m->steps; }
 void Session::setCancelFlag(const std::atomic<bool>* flag) { m->cancel = flag; }
 
 std::shared_ptr<const Trace> Session::start() {

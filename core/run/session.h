@@ -87,7 +87,6 @@ public:
     std::shared_ptr<const Trace> start();
     // One decode step for every run.
     std::shared_ptr<const Trace> step();
-    int64_t stepsDone() const;
     const SessionOptions& options() const;
     // Checked between tokens; when it becomes true, start()/step() throw
     // Cancelled. step() checks it before it changes anything; start() of a

@@ -147,6 +147,52 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTok
     return ids;
 }
 
+namespace {
+
+// Whether text ends inside a character: a UTF-8 sequence cut short, or the
+// replacement character a decoder writes for one.
+bool endsInsideACharacter(const std::string& text)
+{
+    if (text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0) return true;
+    for (size_t back = 1; back <= 4 && back <= text.size(); ++back) {
+        const auto c = static_cast<unsigned char>(text[text.size() - back]);
+        if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+        const size_t length = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+        return back < length;
+    }
+    return false;
+}
+
+}  // namespace
+
+std::vector<std::string> Tokenizer::decodePieces(const std::vector<int32_t>& ids) const
+{
+    // A UTF-8 character spans at most 4 byte tokens.
+    constexpr size_t kContext = 4;
+    std::vector<std::string> out;
+    out.reserve(ids.size());
+    size_t pending = 0;  // the first id whose text has not been given out yet
+    std::vector<int32_t> window;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const auto from = static_cast<std::ptrdiff_t>(pending > kContext ? pending - kContext : 0);
+        window.assign(ids.begin() + from, ids.begin() + static_cast<std::ptrdiff_t>(pending));
+        const std::string before = decode(window);
+        window.insert(window.end(), ids.begin() + static_cast<std::ptrdiff_t>(pending),
+                      ids.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        const std::string with = decode(window);
+        // A character not finished yet is given out whole, with the id that ends it.
+        if (i + 1 < ids.size() && endsInsideACharacter(with)) {
+            out.emplace_back();
+            continue;
+        }
+        size_t common = 0;
+        while (common < before.size() && common < with.size() && before[common] == with[common]) ++common;
+        out.push_back(with.substr(common));
+        pending = i + 1;
+    }
+    return out;
+}
+
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skipSpecialTokens) const
 {
     const Impl& d = *m_impl;
@@ -253,7 +299,6 @@ bool Tokenizer::isSpecial(int32_t id) const
 
 std::optional<int32_t> Tokenizer::bosId() const { return m_impl->bos; }
 std::optional<int32_t> Tokenizer::eosId() const { return m_impl->eos; }
-void Tokenizer::setBosId(std::optional<int32_t> id) { m_impl->bos = id; }
 void Tokenizer::setEosId(std::optional<int32_t> id) { m_impl->eos = id; }
 
 }  // namespace kvlens

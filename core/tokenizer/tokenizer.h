@@ -33,6 +33,11 @@ public:
     // An id past the vocabulary (a padding row of a real checkpoint's
     // embedding) decodes as "<unused:ID>"; a negative id throws ArgumentError.
     std::string decode(const std::vector<int32_t>& ids, bool skipSpecialTokens = false) const;
+    // Each id's share of decode(ids): the text its decoding adds after the
+    // few ids before it (enough for a character split over byte tokens and
+    // for a decoder's first-token rules), so that a list of predictions
+    // reads as the text the CLI prints ("park", not "p ar k").
+    std::vector<std::string> decodePieces(const std::vector<int32_t>& ids) const;
 
     // Human-readable piece for a heatmap axis: bytes decoded ("Ġ"/"▁" become a
     // space, "<0x0A>" a newline), control characters drawn as symbols ("⏎"),
@@ -47,7 +52,6 @@ public:
     // The model loader may override them (config.json / generation_config.json).
     std::optional<int32_t> bosId() const;
     std::optional<int32_t> eosId() const;
-    void setBosId(std::optional<int32_t> id);
     void setEosId(std::optional<int32_t> id);
 
 private:

@@ -220,6 +220,8 @@ private Q_SLOTS:
         c.setDecodeSteps(2);
         c.runNow();
         QTRY_VERIFY_WITH_TIMEOUT(settled(c, 3), 60000);
+        // The cancelled run's Session was freed: nothing of it is taken over.
+        QCOMPARE(c.reuse(), QStringLiteral("computed afresh"));
     }
 };
 

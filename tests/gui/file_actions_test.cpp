@@ -28,6 +28,7 @@
 #include "gui_test_main.h"
 #include "trace_fixtures.h"
 #include "widgets/comparison_view.h"
+#include "widgets/model_panel.h"
 #include "widgets/needle_panel.h"
 #include "widgets/prompt_editor.h"
 #include "widgets/transport_bar.h"
@@ -183,6 +184,74 @@ private Q_SLOTS:
         QVERIFY(reported.texts.isEmpty());
     }
 
+    // The title names the session and marks unsaved changes; closing the
+    // window or opening another session asks Save / Discard / Cancel.
+    void titleMarksUnsavedChangesAndAsksBeforeLosingThem() {
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        QVERIFY(startOnBundledModel(w, dir, &reported));
+        QCOMPARE(w.windowTitle(), QStringLiteral("Untitled[*] — KVLens"));
+        QVERIFY(!w.isWindowModified());
+        QStringList asked;
+        int answer = QMessageBox::Cancel;
+        w.files()->setUnsavedDecider([&](const QString& name) { return asked << name, answer; });
+        QVERIFY(w.close());  // nothing changed: nothing asked
+        QVERIFY(asked.isEmpty());
+
+        QVERIFY(!w.promptEditor()->exampleName().isEmpty());  // the start-up example
+        const QString edit = QStringLiteral("an edit that is not saved yet .");
+        w.promptEditor()->setText(edit);
+        QVERIFY(w.promptEditor()->exampleName().isEmpty());  // no longer that example
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt == edit, 60000);
+        QVERIFY(w.isWindowModified());
+        // Cancel keeps the window and the edit.
+        QVERIFY(!w.close());
+        QCOMPARE(asked, QStringList{QStringLiteral("Untitled")});
+        QCOMPARE(w.promptEditor()->text(), edit);
+
+        // Saved: named after the file, unmodified; an edit marks it again.
+        const QString file = dir.filePath(QStringLiteral("mine.kvlens.json"));
+        QVERIFY(w.files()->saveSession(file));
+        QCOMPARE(w.windowTitle(), QStringLiteral("mine.kvlens.json[*] — KVLens"));
+        QVERIFY(!w.isWindowModified());
+        const QString second = QStringLiteral("a second edit .");
+        w.promptEditor()->setText(second);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt == second, 60000);
+        QVERIFY(w.isWindowModified());
+        // Undoing it by hand is no change.
+        w.promptEditor()->setText(edit);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt == edit, 60000);
+        QVERIFY(!w.isWindowModified());
+        w.promptEditor()->setText(second);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt == second, 60000);
+
+        // Opening a workshop session: Cancel opens nothing, Save writes the
+        // file first, and the workshop session names the window.
+        QAction* sinks = nullptr;
+        for (QAction* top : w.menuBar()->actions())
+            if (top->menu())
+                for (QAction* a : top->menu()->actions())
+                    if (a->menu() && a->text() == QLatin1String("Workshop sessions"))
+                        for (QAction* s : a->menu()->actions())
+                            if (s->text() == QLatin1String("attention sinks")) sinks = s;
+        QVERIFY(sinks);
+        asked.clear();
+        sinks->trigger();
+        QCOMPARE(asked, QStringList{QStringLiteral("mine.kvlens.json")});
+        QCOMPARE(w.promptEditor()->text(), second);
+        answer = QMessageBox::Save;
+        sinks->trigger();
+        QCOMPARE(loadSession(file.toStdString()).prompt, second.toStdString());
+        QVERIFY(w.promptEditor()->text() != second);
+        QCOMPARE(w.windowTitle(), QStringLiteral("attention sinks[*] — KVLens"));
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        QVERIFY(!w.isWindowModified());
+        QVERIFY(w.close());
+        QCOMPARE(asked.size(), 2);
+        QVERIFY2(reported.texts.isEmpty(), qPrintable(reported.texts.join(u'\n')));
+    }
+
     // File > Workshop sessions lists the shipped sessions; one opens like a
     // saved session, without becoming the file Save writes or a recent one.
     void workshopSessionsOpenFromTheFileMenu() {
@@ -273,11 +342,19 @@ private Q_SLOTS:
         weights.write(QByteArray(100, '\x7f'));
         weights.close();
         QSignalSpy failed(w.controller(), &Controller::modelFailed);
+        const QString inUse = w.modelPanel()->directory();
+        w.modelPanel()->setDirectory(broken);  // as typed by the user
         w.controller()->loadModel(broken, RunSettings{});
         QVERIFY(failed.wait(30000));
         QVERIFY2(failed.at(0).at(0).toString().contains(QStringLiteral("model.safetensors")),
                  qPrintable(failed.at(0).at(0).toString()));
         QVERIFY(w.controller()->modelReady());
+        // The panel and the status bar say what failed and what is still in use.
+        QCOMPARE(w.modelPanel()->directory(), inUse);
+        const QString failure = w.modelPanel()->failureText();
+        QVERIFY2(failure.contains(broken) && failure.contains(QStringLiteral("Still in use: ") + inUse), qPrintable(failure));
+        QVERIFY2(w.statusBar()->currentMessage().startsWith(QStringLiteral("The model did not load; still using")),
+                 qPrintable(w.statusBar()->currentMessage()));
         w.promptEditor()->setText(QStringLiteral("still running on the model that loaded"));
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt.startsWith("still running"), 60000);
 
@@ -499,6 +576,9 @@ private Q_SLOTS:
                                      w.controller()->lastRequest().layer == 2,
                                  60000);
         QCOMPARE(w.comparison()->selectedHead(), int64_t{3});
+        // Restored work is unsaved work: no file of its own, marked modified.
+        QCOMPARE(w.windowTitle(), QStringLiteral("Untitled[*] — KVLens"));
+        QVERIFY(w.isWindowModified());
         // Autosave resumes, with the restored session.
         QTRY_VERIFY_WITH_TIMEOUT(saved.count() > 0, 10000);
         const SessionFile now = loadSession(w.files()->autosaveFile().toStdString());

@@ -24,7 +24,11 @@ private Q_SLOTS:
     void plotsEveryPolicy() {
         ui::MetricsPanel panel;
         panel.resize(500, 600);
-        panel.setTokenText([](int64_t id) { return QStringLiteral("tok%1 ").arg(id); });
+        panel.setTokenPieces([](const std::vector<int64_t>& ids) {
+            QStringList out;
+            for (int64_t id : ids) out << QStringLiteral("tok%1 ").arg(id);
+            return out;
+        });
         panel.setTrace(test::makeTrace(12));
         QCOMPARE(panel.klPlot()->graphCount(), 1);  // full is the reference, not a series
         QCOMPARE(panel.klPlot()->graph(0)->data()->size(), 2);

@@ -67,6 +67,37 @@ private Q_SLOTS:
         QCOMPARE(changed.count(), 1);
         QVERIFY(list.form()->errorText().isEmpty());
     }
+
+    // A wrong value is marked where it is typed, with the reason beside the
+    // field, before it is committed; the policy keeps its last valid value
+    // and the form says so above its fields.
+    void aWrongValueIsMarkedAsItIsTyped() {
+        QUndoStack undo;
+        ui::PolicyList list(&undo);
+        list.setPolicies({parsePolicySpec("h2o")});
+        list.select(0);
+        QSignalSpy changed(&list, &ui::PolicyList::policiesChanged);
+        auto* recent = qobject_cast<QLineEdit*>(list.form()->control("recent"));
+        QVERIFY(recent);
+        QCOMPARE(recent->toolTip().count(QStringLiteral("default B/2")), 1);
+        recent->selectAll();
+        QTest::keyClicks(recent, QStringLiteral("abc"));
+        QVERIFY(list.form()->fieldError("recent").contains(QLatin1String("recent")));
+        QVERIFY(recent->styleSheet().contains(QLatin1String("border")));
+        QVERIFY(list.form()->errorText().isEmpty());  // not committed yet
+        Q_EMIT recent->editingFinished();
+        QCOMPARE(changed.count(), 0);
+        QVERIFY(list.form()->errorText().contains(QLatin1String("recent")));
+        QCOMPARE(list.policies()[0].label(), std::string("h2o"));
+        recent->selectAll();
+        QTest::keyClicks(recent, QStringLiteral("8"));
+        QVERIFY(list.form()->fieldError("recent").isEmpty());
+        QVERIFY(recent->styleSheet().isEmpty());
+        Q_EMIT recent->editingFinished();
+        QCOMPARE(changed.count(), 1);
+        QVERIFY(list.form()->errorText().isEmpty());
+        QCOMPARE(list.policies()[0].label(), std::string("h2o:recent=8"));
+    }
 };
 
 QTEST_MAIN(PolicyListTest)

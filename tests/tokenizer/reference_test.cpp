@@ -5,6 +5,7 @@
 // missing file fails the test, so a machine without them cannot pass silently.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -136,6 +137,27 @@ TEST(HandChecked, Llama2StyleByteFallback)
     EXPECT_EQ(tok->tokenLabel(id("\u2581Hello")), " Hello");
     EXPECT_EQ(tok->tokenLabel(id("\u2581")), "\u2423");
     EXPECT_EQ(tok->tokenLabel(id("<0xE4>")), "<0xE4>");
+}
+
+// Predictions shown one token at a time read as the decoded text: the
+// pieces of a sentence join to exactly what decode() gives, words are not
+// split by spaces, and a character spread over byte tokens comes whole.
+TEST(HandChecked, DecodedPiecesJoinToTheDecodedText)
+{
+    for (const char* family : {"llama2", "llama3", "qwen3", "gpt2"}) {
+        LOAD_OR_FAIL(tok, family);
+        for (const char* text : {"The children loved the park near the lake.", "a caf\xC3\xA9 \xE4\xB8\xAD\xE6\x96\x87 ok\nnext line"}) {
+            const Ids ids = tok->encode(text, false);
+            const std::vector<std::string> pieces = tok->decodePieces(ids);
+            ASSERT_EQ(pieces.size(), ids.size());
+            std::string joined;
+            for (const auto& p : pieces) joined += p;
+            EXPECT_EQ(joined, tok->decode(ids)) << family << ": " << text;
+        }
+        const Ids park = tok->encode("They loved the park", false);
+        const std::vector<std::string> pieces = tok->decodePieces(park);
+        EXPECT_NE(std::find(pieces.begin(), pieces.end(), " park"), pieces.end()) << family;
+    }
 }
 
 TEST(HandChecked, Qwen3NormalizesToNfc)
