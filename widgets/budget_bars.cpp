@@ -93,7 +93,7 @@ void BudgetBars::paint(QPainter& p, const QRect& area) const {
         const int barWidth = std::max(3, slot.width() * (perHead ? 45 : 70) / 100);
         const QRect bar(slot.left() + (slot.width() - barWidth) / 2 - (perHead ? barWidth / 2 : 0), plot.bottom() - h,
                         barWidth, h);
-        p.fillRect(bar, l == m_dragLayer ? selectionColour() : policyColour(4));
+        p.fillRect(bar, l == m_dragLayer ? selectionColour() : statusColour(TokenStatus::Held));
         p.setPen(palette().color(QPalette::WindowText));
         p.drawText(QRect(slot.left(), bar.top() - kValueHeight, slot.width(), kValueHeight), Qt::AlignCenter,
                    QString::number(b));
@@ -105,7 +105,7 @@ void BudgetBars::paint(QPainter& p, const QRect& area) const {
         for (size_t kv = 0; kv < held.size(); ++kv) {
             const int hh = static_cast<int>(static_cast<double>(held[kv]) / top * plot.height());
             p.fillRect(QRect(bar.right() + 2 + static_cast<int>(kv) * sub, plot.bottom() - hh, sub - 1, hh),
-                       policyColour(static_cast<int>(kv) % 2 ? 1 : 6));
+                       kv % 2 ? selectionColour() : statusColour(TokenStatus::Sink));
         }
     }
     p.restore();

@@ -39,11 +39,11 @@ QCustomPlot* makePlot(QWidget* parent, const QString& title, const QString& x, c
     return plot;
 }
 
-QCPGraph* addSeries(QCustomPlot* plot, const QString& name, int policy, const QVector<double>& x,
+QCPGraph* addSeries(QCustomPlot* plot, const QString& name, const QColor& colour, const QVector<double>& x,
                     const QVector<double>& y) {
     QCPGraph* g = plot->addGraph();
     g->setName(name);
-    g->setPen(QPen(policyColour(policy), 1.5));
+    g->setPen(QPen(colour, 1.5));
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 3));
     g->setData(x, y, true);
     return g;
@@ -123,8 +123,8 @@ void MetricsPanel::plotSteps(std::shared_ptr<const Trace> t) {
             agree.push_back(100.0 * agreeing / static_cast<double>(++counted));
         }
         const QString name = seriesName(pt);
-        addSeries(m_kl, name, static_cast<int>(p), x, kl);
-        addSeries(m_agree, name, static_cast<int>(p), x, agree);
+        addSeries(m_kl, name, runColour(*t, p), x, kl);
+        addSeries(m_agree, name, runColour(*t, p), x, agree);
     }
     // Whole decode steps on the x axis, at most about five ticks.
     const int steps = t->policies.empty() ? 1 : static_cast<int>(t->policies[0].metrics.size());
@@ -156,7 +156,7 @@ void MetricsPanel::plotMass(const Trace& t) {
             x.push_back(static_cast<double>(l));
             y.push_back(mean);
         }
-        addSeries(m_mass, seriesName(t.policies[p]), static_cast<int>(p), x, y);
+        addSeries(m_mass, seriesName(t.policies[p]), runColour(t, p), x, y);
     }
     m_mass->xAxis->setRange(-0.3, std::max<double>(1, static_cast<double>(t.numLayers) - 0.7));
     m_mass->yAxis->setRange(0, 1.05);
@@ -174,7 +174,7 @@ void MetricsPanel::plotMemory(const Trace& t) {
         auto* bars = new QCPBars(m_memory->xAxis, m_memory->yAxis);
         const double kib = static_cast<double>(t.policies[p].bytesHeld) / 1024.0;
         bars->setData({static_cast<double>(p)}, {kib});
-        bars->setBrush(policyColour(static_cast<int>(p)));
+        bars->setBrush(runColour(t, p));
         bars->setPen(Qt::NoPen);
         bars->setWidth(0.7);
         top = std::max(top, kib);
@@ -196,7 +196,7 @@ void MetricsPanel::showOutputs(const Trace& t) {
     for (size_t p = 0; p < t.policies.size(); ++p) {
         const PolicyTrace& pt = t.policies[p];
         html += QStringLiteral("<p style='margin:2px'><b style='color:%1'>%2</b>: ")
-                    .arg(policyColour(static_cast<int>(p)).name(), QString::fromStdString(pt.label).toHtmlEscaped());
+                    .arg(runColour(t, p).name(), QString::fromStdString(pt.label).toHtmlEscaped());
         const size_t n = t.teacherForced ? pt.metrics.size() : pt.generated.size();
         std::vector<int64_t> ids(n);
         for (size_t i = 0; i < n; ++i) ids[i] = t.teacherForced ? pt.metrics[i].argmax : pt.generated[i];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace kvlens::ui {
 
@@ -29,12 +30,34 @@ QString statusText(TokenStatus s) {
     return QStringLiteral("?");
 }
 
-QColor policyColour(int index) {
-    static const QColor colours[] = {QColor(0x20, 0x20, 0x20), QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9),
-                                     QColor(0x00, 0x9E, 0x73), QColor(0x00, 0x72, 0xB2), QColor(0xD5, 0x5E, 0x00),
-                                     QColor(0xCC, 0x79, 0xA7), QColor(0xB8, 0xA9, 0x00)};
-    constexpr int n = sizeof colours / sizeof colours[0];
-    return colours[((index % n) + n) % n];
+const std::vector<QColor>& policyPalette() {
+    // Hues at least 70 (RGB distance) from each other, from the status
+    // colours, the selection orange, the full cache's grey and white
+    // (readable as text), chosen by greedy max-min distance.
+    static const std::vector<QColor> colours{
+        QColor(0x33, 0x22, 0x88),  // indigo
+        QColor(0x99, 0x99, 0x33),  // olive
+        QColor(0x88, 0x22, 0x55),  // wine
+        QColor(0x1B, 0x78, 0x37),  // green
+        QColor(0x80, 0x73, 0xAC),  // lavender
+        QColor(0xE7, 0x29, 0x8A),  // magenta
+        QColor(0x7F, 0x3B, 0x08),  // brown
+        QColor(0x66, 0x66, 0x66),  // grey
+    };
+    return colours;
+}
+
+QColor fullCacheColour() { return QColor(0x20, 0x20, 0x20); }
+
+QColor policyColour(const std::string& label) {
+    static std::map<std::string, size_t> given;  // GUI thread only
+    const auto it = given.emplace(label, given.size()).first;
+    const auto& palette = policyPalette();
+    return palette[it->second % palette.size()];
+}
+
+QColor runColour(const Trace& trace, size_t run) {
+    return run == 0 || run >= trace.policies.size() ? fullCacheColour() : policyColour(trace.policies[run].label);
 }
 
 // A pinkish grey: viridis never passes through it, and it reads as "missing".

@@ -5,6 +5,8 @@
 #include <QColor>
 #include <QString>
 #include <QVector>
+#include <string>
+#include <vector>
 
 #include "core/run/trace.h"
 
@@ -12,7 +14,15 @@ namespace kvlens::ui {
 
 QColor statusColour(TokenStatus s);
 QString statusText(TokenStatus s);  // "kept by score", "evicted", ...
-QColor policyColour(int index);     // 0 = full (black), then Okabe–Ito hues
+// A policy's colour, by its label: given on first sight and kept for the
+// whole session (removing or adding another policy changes nothing), from
+// hues none of the token-status colours uses. The full cache is dark grey.
+QColor policyColour(const std::string& label);
+QColor fullCacheColour();
+// Run `run` of a Trace (run 0 is the full cache).
+QColor runColour(const Trace& trace, size_t run);
+// The hues policyColour() gives out, in order.
+const std::vector<QColor>& policyPalette();
 
 // Attention cells that are not in a query's cache: evicted keys (NaN in an
 // AttentionMap at k <= q) get their own colour, distinct from every colour of

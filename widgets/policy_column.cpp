@@ -20,7 +20,7 @@ QString headerFor(const Trace& t, int policy) {
     const double full = static_cast<double>(t.policies[0].bytesHeld);
     const double share = full > 0 ? 100.0 * static_cast<double>(p.bytesHeld) / full : 100.0;
     QString text = QStringLiteral("<b><span style='color:%1'>■</span> %2</b><br/><small>%3%4 · KV %5 KiB (%6%)")
-                       .arg(policyColour(policy).name(), QString::fromStdString(p.label).toHtmlEscaped(),
+                       .arg(runColour(t, static_cast<size_t>(policy)).name(), QString::fromStdString(p.label).toHtmlEscaped(),
                             policy == 0 ? QStringLiteral("reference") : QString::fromStdString(p.schedule),
                             p.rerotate ? QStringLiteral(" · re-rotated") : QString())
                        .arg(static_cast<double>(p.bytesHeld) / 1024.0, 0, 'f', 1)

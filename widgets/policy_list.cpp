@@ -106,12 +106,9 @@ void PolicyList::refreshList() {
     if (!sameCount) m_list->clear();
     for (size_t i = 0; i < m_policies.size(); ++i) {
         const QString text = QString::fromStdString(m_policies[i].label());
-        if (sameCount) {
-            m_list->item(static_cast<int>(i))->setText(text);
-        } else {
-            auto* item = new QListWidgetItem(text, m_list);
-            item->setForeground(policyColour(static_cast<int>(i) + 1));
-        }
+        QListWidgetItem* item = sameCount ? m_list->item(static_cast<int>(i)) : new QListWidgetItem(m_list);
+        item->setText(text);
+        item->setForeground(policyColour(m_policies[i].label()));  // the colour every panel gives it
     }
     const int keep = std::min(row, m_list->count() - 1);
     m_list->setCurrentRow(keep);

@@ -8,6 +8,7 @@
 #include "widgets/head_grid.h"
 #include "widgets/metrics_panel.h"
 #include "widgets/model_panel.h"
+#include "widgets/palette.h"
 #include "widgets/policy_column.h"
 #include <QDir>
 #include <QSvgRenderer>
@@ -21,6 +22,33 @@ using namespace kvlens;
 class MetricsPanelTest : public QObject {
     Q_OBJECT
 private Q_SLOTS:
+    // A policy keeps its colour whatever else is added or removed, and no
+    // policy colour is close to a token-status colour, the selection colour,
+    // another policy's or the full cache's.
+    void policyColoursAreStableAndApartFromTheStatusColours() {
+        const QColor h2o = ui::policyColour("h2o:colour_test");
+        const QColor snap = ui::policyColour("snapkv:colour_test");
+        for (int i = 0; i < 5; ++i) ui::policyColour("other" + std::to_string(i) + ":colour_test");
+        QCOMPARE(ui::policyColour("h2o:colour_test"), h2o);
+        QCOMPARE(ui::policyColour("snapkv:colour_test"), snap);
+        QVERIFY(h2o != snap);
+        auto distance = [](const QColor& a, const QColor& b) {
+            const int dr = a.red() - b.red(), dg = a.green() - b.green(), db = a.blue() - b.blue();
+            return std::sqrt(double(dr * dr + dg * dg + db * db));
+        };
+        std::vector<QColor> others{ui::fullCacheColour(), ui::selectionColour(), ui::evictedColour(), QColor(Qt::white)};
+        for (TokenStatus s : {TokenStatus::Unseen, TokenStatus::Held, TokenStatus::Score, TokenStatus::Sink,
+                              TokenStatus::Window, TokenStatus::Evicted})
+            others.push_back(ui::statusColour(s));
+        const auto& palette = ui::policyPalette();
+        for (size_t i = 0; i < palette.size(); ++i) {
+            for (const QColor& o : others)
+                QVERIFY2(distance(palette[i], o) > 70, qPrintable(palette[i].name() + " ~ " + o.name()));
+            for (size_t j = 0; j < i; ++j)
+                QVERIFY2(distance(palette[i], palette[j]) > 70, qPrintable(palette[i].name() + " ~ " + palette[j].name()));
+        }
+    }
+
     void plotsEveryPolicy() {
         ui::MetricsPanel panel;
         panel.resize(500, 600);
