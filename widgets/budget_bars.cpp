@@ -104,8 +104,12 @@ void BudgetBars::paint(QPainter& p, const QRect& area) const {
         const int sub = std::max(1, barWidth / static_cast<int>(held.size()));
         for (size_t kv = 0; kv < held.size(); ++kv) {
             const int hh = static_cast<int>(static_cast<double>(held[kv]) / top * plot.height());
-            p.fillRect(QRect(bar.right() + 2 + static_cast<int>(kv) * sub, plot.bottom() - hh, sub - 1, hh),
-                       kv % 2 ? selectionColour() : statusColour(TokenStatus::Sink));
+            const QRect headBar(bar.right() + 2 + static_cast<int>(kv) * sub, plot.bottom() - hh, sub - 1, hh);
+            p.fillRect(headBar, kv % 2 ? selectionColour() : statusColour(TokenStatus::Sink));
+            // The entries it holds, above it, where the number fits.
+            const QString n = QString::number(held[kv]);
+            if (p.fontMetrics().horizontalAdvance(n) <= sub - 1)
+                p.drawText(QRect(headBar.left(), headBar.top() - kValueHeight, sub - 1, kValueHeight), Qt::AlignCenter, n);
         }
     }
     p.restore();

@@ -24,6 +24,9 @@ using Preset = BudgetState::Preset;
 // policies the per-head view is for.
 bool adaptive(const PolicyTrace& p) { return adaptiveHeads(parsePolicySpec(p.label)); }
 
+// Undo merge ids of the typed fields.
+constexpr int kTypedBudget = 1, kTypedBeta = 2;
+
 }  // namespace
 
 BudgetEditor::BudgetEditor(QUndoStack* undo, QWidget* parent)
@@ -39,11 +42,11 @@ BudgetEditor::BudgetEditor(QUndoStack* undo, QWidget* parent)
     m_preset->addItems({tr("uniform"), tr("pyramid (β)"), tr("custom")});
     m_budget->setRange(1, 1000000);
     m_budget->setValue(static_cast<int>(m_state.budget));
-    m_budget->setKeyboardTracking(false);
+    // Applies as typed, as the prompt and the parameters do (the controller
+    // debounces the runs; the keystrokes of one number are one undo step).
     m_budget->setToolTip(tr("Average cache budget per layer and KV head, in tokens (sinks and window included)"));
     m_beta->setRange(1, 1000);
     m_beta->setValue(m_state.beta);
-    m_beta->setKeyboardTracking(false);
     m_beta->setToolTip(tr("PyramidKV's β: the top layer keeps about b/β"));
     m_total->setWordWrap(true);
     auto* top = new QHBoxLayout;
@@ -73,13 +76,13 @@ BudgetEditor::BudgetEditor(QUndoStack* undo, QWidget* parent)
         s.budget = v;
         if (s.preset == Preset::Custom) s.preset = Preset::Uniform;  // a new average re-lays the bars
         s.layout(m_layers, m_promptLength);
-        edit(s, tr("Budget"));
+        edit(s, tr("Budget"), kTypedBudget);
     });
     connect(m_beta, qOverload<double>(&QDoubleSpinBox::valueChanged), this, [this](double v) {
         BudgetState s = m_state;
         s.beta = v;
         s.layout(m_layers, m_promptLength);
-        edit(s, tr("Pyramid β"));
+        edit(s, tr("Pyramid β"), kTypedBeta);
     });
     connect(m_bars, &BudgetBars::edited, this, [this](const std::vector<int64_t>& perLayer) {
         BudgetState s = m_state;
@@ -94,16 +97,17 @@ BudgetEditor::BudgetEditor(QUndoStack* undo, QWidget* parent)
         Q_EMIT budgetPreviewed(s.spec());
     });
     connect(m_perHead, &QCheckBox::toggled, this, &BudgetEditor::updateHeadView);
+    connect(m_perHead, &QCheckBox::clicked, this, [this] { m_perHeadChosen = true; });
     connect(m_headPolicy, qOverload<int>(&QComboBox::activated), this, &BudgetEditor::updateHeadView);
     syncControls();
 }
 
-void BudgetEditor::edit(const BudgetState& next, const QString& what) {
+void BudgetEditor::edit(const BudgetState& next, const QString& what, int mergeId) {
     if (next == m_state) {
         syncControls();  // e.g. a drag that ended where it started
         return;
     }
-    m_undo->push(new ValueCommand<BudgetState>(what, m_state, next, [this](const BudgetState& s) { apply(s); }));
+    m_undo->push(new ValueCommand<BudgetState>(what, m_state, next, [this](const BudgetState& s) { apply(s); }, mergeId));
 }
 
 void BudgetEditor::apply(const BudgetState& s) {
@@ -153,11 +157,25 @@ void BudgetEditor::setTrace(std::shared_ptr<const Trace> trace) {
     int preferred = -1;
     for (size_t i = 1; m_trace && i < m_trace->policies.size(); ++i) {
         m_headPolicy->addItem(QString::fromStdString(m_trace->policies[i].label), static_cast<int>(i));
-        if (preferred < 0 && adaptive(m_trace->policies[i])) preferred = static_cast<int>(i) - 1;
+        if (preferred < 0 && (adaptive(m_trace->policies[i]) || ownLayerBudgets(m_trace->policies[i])))
+            preferred = static_cast<int>(i) - 1;
     }
     const int keep = m_headPolicy->findText(current);
     m_headPolicy->setCurrentIndex(keep >= 0 ? keep : std::max(0, preferred));
+    // A policy that holds other budgets than the bars say (PyramidKV's own
+    // pyramid, Ada-KV's heads) is shown as it holds them, until the user
+    // chooses otherwise.
+    if (!m_perHeadChosen && preferred >= 0) {
+        const QSignalBlocker blockCheck(m_perHead);
+        m_perHead->setChecked(true);
+    }
     updateHeadView();
+}
+
+bool BudgetEditor::ownLayerBudgets(const PolicyTrace& p) const {
+    for (size_t l = 0; l < p.layers.size() && l < m_state.perLayer.size(); ++l)
+        if (std::min(p.layers[l].budget, m_promptLength) != std::min(m_state.perLayer[l], m_promptLength)) return true;
+    return false;
 }
 
 void BudgetEditor::updateHeadView() {

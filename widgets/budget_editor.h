@@ -34,7 +34,8 @@ public:
     const BudgetState& state() const { return m_state; }
     BudgetSpec spec() const { return m_state.spec(); }
     // Records `next` as one undoable edit (no-op when unchanged).
-    void edit(const BudgetState& next, const QString& what);
+    // mergeId >= 0: merged with the edit before it of the same id (one undo step).
+    void edit(const BudgetState& next, const QString& what, int mergeId = -1);
     BudgetBars* bars() const { return m_bars; }
     QString totalText() const;
 
@@ -47,6 +48,8 @@ private:
     void apply(const BudgetState& s);  // undo/redo land here
     void syncControls();
     void updateHeadView();
+    // Whether a run's layer budgets differ from what the bars show.
+    bool ownLayerBudgets(const PolicyTrace& p) const;
 
     QUndoStack* m_undo;
     BudgetState m_state;
@@ -58,6 +61,7 @@ private:
     QLabel* m_total;
     BudgetBars* m_bars;
     QCheckBox* m_perHead;
+    bool m_perHeadChosen = false;  // the user ticked or cleared it: no longer set for them
     QComboBox* m_headPolicy;
 };
 

@@ -3,6 +3,10 @@
 #include <QtTest>
 #include <QUndoStack>
 
+#include <QCheckBox>
+#include <QSpinBox>
+
+#include "trace_fixtures.h"
 #include "widgets/budget_bars.h"
 #include "widgets/budget_editor.h"
 
@@ -51,6 +55,43 @@ private Q_SLOTS:
         QCOMPARE(changed.last().at(0).value<BudgetSpec>().perLayer.size(), size_t{0});
         undo.redo();
         QCOMPARE(editor.spec().perLayer, spec.perLayer);
+    }
+
+    // B applies as it is typed, like every other control; the keystrokes of
+    // one number are one undo step.
+    void theBudgetAppliesAsTypedInOneUndoStep() {
+        QUndoStack undo;
+        ui::BudgetEditor editor(&undo);
+        editor.setContext(4, 500);
+        editor.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&editor));
+        QSignalSpy changed(&editor, &ui::BudgetEditor::budgetChanged);
+        auto* b = editor.findChild<QSpinBox*>();
+        QVERIFY(b);
+        b->setFocus();
+        b->selectAll();
+        QTest::keyClicks(b, QStringLiteral("128"));
+        QVERIFY(changed.count() >= 1);
+        QCOMPARE(editor.spec().value, 128.0);  // no Enter
+        QCOMPARE(undo.count(), 1);
+        undo.undo();
+        QCOMPARE(editor.spec().value, 64.0);
+    }
+
+    // A run that holds other layer budgets than the bars (PyramidKV's own
+    // pyramid) is shown per KV head at once, until the user says otherwise.
+    void aRunWithItsOwnBudgetsIsShownAsItHoldsThem() {
+        QUndoStack undo;
+        ui::BudgetEditor editor(&undo);
+        editor.setContext(2, 10);
+        auto* perHead = editor.findChild<QCheckBox*>();
+        QVERIFY(perHead && !perHead->isChecked());
+        editor.setTrace(test::makeTrace());  // policy 1 holds 6 per layer; the bars say 10 (64, clamped)
+        QVERIFY(perHead->isChecked());
+        QTest::mouseClick(perHead, Qt::LeftButton);  // the user clears it
+        QVERIFY(!perHead->isChecked());
+        editor.setTrace(test::makeTrace());
+        QVERIFY(!perHead->isChecked());
     }
 
     void pyramidPresetDecreasesUpwards() {
