@@ -64,6 +64,17 @@ float HeadGrid::mass(int64_t layer, int64_t head) const {
     return head < static_cast<int64_t>(m.size()) ? m[static_cast<size_t>(head)] : std::nanf("");
 }
 
+QString HeadGrid::note() const {
+    if (!m_trace || m_policy >= static_cast<int>(m_trace->policies.size())) return {};
+    for (int64_t l = 0; l < m_trace->numLayers; ++l)
+        for (int64_t h = 0; h < m_trace->numHeads; ++h)
+            if (std::isfinite(mass(l, h))) return {};
+    if (!m_trace->policies[static_cast<size_t>(m_policy)].failure.empty()) return tr("n/a: this run stopped");
+    if (!m_trace->teacherForced)
+        return tr("retained mass n/a in free-running: each run reads its own text");
+    return {};
+}
+
 void HeadGrid::paint(QPainter& p, const QRect& area) const {
     p.save();
     p.fillRect(area, palette().color(QPalette::Base));
@@ -94,6 +105,10 @@ void HeadGrid::paint(QPainter& p, const QRect& area) const {
     p.setPen(QPen(selectionColour(), 2));
     p.setBrush(Qt::NoBrush);
     p.drawRect(cellRectIn(area, m_layer, m_head).adjusted(1, 1, 0, 0));
+    if (const QString why = note(); !why.isEmpty()) {
+        p.setPen(palette().color(QPalette::WindowText));
+        p.drawText(area.adjusted(kLabelWidth, kHeaderHeight, 0, 0), Qt::AlignCenter | Qt::TextWordWrap, why);
+    }
     p.restore();
 }
 

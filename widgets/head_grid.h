@@ -21,6 +21,8 @@ public:
     int64_t selectedHead() const { return m_head; }
     QRect cellRect(int64_t layer, int64_t head) const;
     void paint(QPainter& p, const QRect& area) const;
+    // Why the grid has no values, drawn across it ("" when it has them).
+    QString note() const;
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override { return {80, 50}; }

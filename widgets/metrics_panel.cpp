@@ -39,6 +39,20 @@ QCustomPlot* makePlot(QWidget* parent, const QString& title, const QString& x, c
     return plot;
 }
 
+// A line across the plot saying why it is empty (replaces the one before; "" removes it).
+void setPlotNote(QCustomPlot* plot, const QString& text) {
+    for (int i = plot->itemCount() - 1; i >= 0; --i)
+        if (plot->item(i)->objectName() == QLatin1String("note")) plot->removeItem(i);
+    if (text.isEmpty()) return;
+    auto* note = new QCPItemText(plot);
+    note->setObjectName(QStringLiteral("note"));
+    note->position->setType(QCPItemPosition::ptAxisRectRatio);
+    note->position->setCoords(0.5, 0.5);
+    note->setText(text);
+    note->setTextAlignment(Qt::AlignCenter);
+    note->setColor(Qt::darkGray);
+}
+
 QCPGraph* addSeries(QCustomPlot* plot, const QString& name, const QColor& colour, const QVector<double>& x,
                     const QVector<double>& y) {
     QCPGraph* g = plot->addGraph();
@@ -102,9 +116,21 @@ void MetricsPanel::setTrace(std::shared_ptr<const Trace> trace) {
     showOutputs(*trace);
 }
 
+QString MetricsPanel::plotNote(const QCustomPlot* plot) {
+    for (int i = 0; i < plot->itemCount(); ++i)
+        if (auto* text = qobject_cast<QCPItemText*>(plot->item(i)); text && text->objectName() == QLatin1String("note"))
+            return text->text();
+    return {};
+}
+
 void MetricsPanel::plotSteps(std::shared_ptr<const Trace> t) {
     m_kl->clearGraphs();
     m_agree->clearGraphs();
+    // Free-running runs read their own texts: no per-step comparison with full.
+    const QString freeRunning = t->teacherForced ? QString()
+                                                 : tr("n/a in free-running:\neach run continues its own text\n(the outputs below show where they diverge)");
+    setPlotNote(m_kl, freeRunning);
+    setPlotNote(m_agree, freeRunning);
     for (size_t p = 1; p < t->policies.size(); ++p) {
         const PolicyTrace& pt = t->policies[p];
         QVector<double> x, kl, agree;
@@ -143,6 +169,7 @@ void MetricsPanel::plotSteps(std::shared_ptr<const Trace> t) {
 
 void MetricsPanel::plotMass(const Trace& t) {
     m_mass->clearGraphs();
+    setPlotNote(m_mass, t.teacherForced ? QString() : tr("n/a in free-running:\neach run reads its own text"));
     for (size_t p = 1; p < t.policies.size(); ++p) {
         QVector<double> x, y;
         const auto& layers = t.policies[p].layers;

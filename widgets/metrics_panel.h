@@ -29,6 +29,8 @@ public:
     QCustomPlot* klPlot() const { return m_kl; }
     QCustomPlot* agreementPlot() const { return m_agree; }
     QCustomPlot* massPlot() const { return m_mass; }
+    // Why a plot is empty (free-running), "" when it has its lines.
+    static QString plotNote(const QCustomPlot* plot);
     QCustomPlot* memoryPlot() const { return m_memory; }
     QString outputHtml() const;
 

@@ -25,7 +25,10 @@ QString headerFor(const Trace& t, int policy) {
                             p.rerotate ? QStringLiteral(" · re-rotated") : QString())
                        .arg(static_cast<double>(p.bytesHeld) / 1024.0, 0, 'f', 1)
                        .arg(share, 0, 'f', 0);
-    if (policy > 0 && (!p.metrics.empty() || !p.failure.empty()))
+    if (policy > 0 && !t.teacherForced)  // its own text: no per-step comparison with full
+        text += p.divergedAt >= 0 ? QStringLiteral(" · free-running: its text leaves full's at step %1").arg(p.divergedAt)
+                                  : QStringLiteral(" · free-running: the same text as full");
+    else if (policy > 0 && (!p.metrics.empty() || !p.failure.empty()))
         text += QStringLiteral(" · KL %1 · top-1 %2")
                     .arg(metricText(runMetric(p, p.meanKl()), 3), percentText(runMetric(p, p.top1Agreement())));
     text += QStringLiteral("</small>");

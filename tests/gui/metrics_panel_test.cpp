@@ -147,6 +147,34 @@ private Q_SLOTS:
         QVERIFY(!column.headerText().contains(QStringLiteral("KL")));
     }
 
+    // Free-running runs read their own texts: no KL, top-1 or retained mass
+    // against full. Every panel says n/a and why instead of 0 or grey.
+    void freeRunningSaysWhyItsComparisonsAreMissing() {
+        auto t = test::makeTrace(12);
+        t->teacherForced = false;
+        for (auto& p : t->policies) {
+            for (auto& l : p.layers) l.retainedMass.assign(l.retainedMass.size(), std::nanf(""));
+            for (auto& m : p.metrics) m.kl = std::nan("");
+        }
+        t->policies[1].divergedAt = 1;
+        ui::PolicyColumn column;
+        column.setData(t, 1, nullptr, 0, 0);
+        QVERIFY2(column.headerText().contains(QStringLiteral("free-running: its text leaves full's at step 1")),
+                 qPrintable(column.headerText()));
+        QVERIFY(!column.headerText().contains(QStringLiteral("top-1")));
+        QVERIFY(column.grid()->note().contains(QStringLiteral("free-running")));
+        ui::MetricsPanel panel;
+        panel.setTrace(t);
+        for (const QCustomPlot* plot : {panel.klPlot(), panel.agreementPlot(), panel.massPlot()})
+            QVERIFY(ui::MetricsPanel::plotNote(plot).contains(QStringLiteral("n/a in free-running")));
+        // Teacher-forced again: the notes go.
+        auto forced = test::makeTrace(12);
+        panel.setTrace(forced);
+        QVERIFY(ui::MetricsPanel::plotNote(panel.klPlot()).isEmpty());
+        column.setData(forced, 1, nullptr, 0, 0);
+        QVERIFY(column.grid()->note().isEmpty());
+    }
+
     void slidingWindowIsShownWithTheModel() {
         ui::ModelPanel panel;
         QCOMPARE(panel.slidingWindowText(), QString());
