@@ -1,6 +1,8 @@
 #include "widgets/status_legend.h"
 
+#include <QHelpEvent>
 #include <QPainter>
+#include <QToolTip>
 
 #include "core/run/trace.h"
 #include "widgets/palette.h"
@@ -25,13 +27,26 @@ namespace {
 
 struct Item {
     QColor colour;
-    QString text;
+    QString text, explanation;
 };
+
+QString explanation(TokenStatus s) {
+    switch (s) {
+        case TokenStatus::Sink: return StatusLegend::tr("Kept as an attention sink: one of the first tokens, which many heads attend to whatever the text says");
+        case TokenStatus::Window: return StatusLegend::tr("Kept as one of the most recent tokens (the policy's window)");
+        case TokenStatus::Score: return StatusLegend::tr("Kept because its score ranked within the budget");
+        case TokenStatus::Held: return StatusLegend::tr("In the cache; no eviction decision has touched it yet");
+        case TokenStatus::Evicted: return StatusLegend::tr("Removed from this run's cache: no later query can attend to it");
+        case TokenStatus::Unseen: return StatusLegend::tr("Not read yet at this step (later in the text)");
+    }
+    return {};
+}
 
 QList<Item> items() {
     QList<Item> out;
-    for (TokenStatus s : kShown) out.push_back({statusColour(s), statusText(s)});
-    out.push_back({evictedColour(), QStringLiteral("evicted key (heatmap)")});
+    for (TokenStatus s : kShown) out.push_back({statusColour(s), statusText(s), explanation(s)});
+    out.push_back({evictedColour(), QStringLiteral("evicted key (heatmap)"),
+                   StatusLegend::tr("In a heatmap: a key this run had evicted, where the full cache still attends")});
     return out;
 }
 
@@ -67,6 +82,25 @@ int StatusLegend::paint(QPainter& p, const QRect& area) const {
     });
     p.restore();
     return h;
+}
+
+QString StatusLegend::explanationAt(const QPoint& pos) const {
+    QString found;
+    flow(fontMetrics(), rect(), [&](const Item& item, const QRect& box, const QRect& text) {
+        if (box.united(text).contains(pos)) found = item.explanation;
+    });
+    return found;
+}
+
+bool StatusLegend::event(QEvent* e) {
+    if (e->type() == QEvent::ToolTip) {
+        auto* help = static_cast<QHelpEvent*>(e);
+        const QString text = explanationAt(help->pos());
+        if (text.isEmpty()) QToolTip::hideText();
+        else QToolTip::showText(help->globalPos(), text, this);
+        return true;
+    }
+    return QWidget::event(e);
 }
 
 void StatusLegend::paintEvent(QPaintEvent*) {

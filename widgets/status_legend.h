@@ -13,9 +13,12 @@ public:
     bool hasHeightForWidth() const override { return true; }
     int heightForWidth(int width) const override;
     QSize sizeHint() const override;
+    // What the chip at `pos` means (its tooltip), "" between chips.
+    QString explanationAt(const QPoint& pos) const;
 
 protected:
     void paintEvent(QPaintEvent*) override;
+    bool event(QEvent* e) override;
 };
 
 }  // namespace kvlens::ui

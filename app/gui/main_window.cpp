@@ -1,6 +1,7 @@
 #include "app/gui/main_window.h"
 
 #include <QAction>
+#include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDesktopServices>
@@ -203,6 +204,11 @@ void MainWindow::buildActions() {
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
     for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+    view->addSeparator();
+    add(view, tr("&Reset layout"), QKeySequence(), [this] {
+        for (QDockWidget* d : findChildren<QDockWidget*>()) d->show();
+        applyDefaultLayout();
+    });
 
     // The project's own reference (docs/, installed in /usr/share/doc/kvlens).
     QMenu* help = menuBar()->addMenu(tr("&Help"));
@@ -216,6 +222,53 @@ void MainWindow::buildActions() {
     };
     add(help, tr("&Policies reference"), QKeySequence::HelpContents, [openDocument] { openDocument("policies.md", false); });
     add(help, tr("&Documentation folder"), QKeySequence(), [openDocument] { openDocument("policies.md", true); });
+    help->addSeparator();
+    auto show = [this](const QString& title, const QString& html) {
+        auto* box = new QMessageBox(QMessageBox::NoIcon, title, html, QMessageBox::Close, this);
+        box->setTextFormat(Qt::RichText);
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->open();  // non-modal: the window stays live behind it
+    };
+    add(help, tr("&What am I looking at?"), QKeySequence(), [this, show] { show(tr("What am I looking at?"), guideText()); });
+    add(help, tr("&Keyboard shortcuts"), QKeySequence(), [this, show] { show(tr("Keyboard shortcuts"), shortcutsText()); });
+    add(help, tr("&About KVLens"), QKeySequence(), [this, show] { show(tr("About KVLens"), aboutText()); });
+}
+
+QString MainWindow::shortcutsText() const {
+    QString rows;
+    for (QAction* top : menuBar()->actions()) {
+        if (!top->menu()) continue;
+        for (QAction* a : top->menu()->actions())
+            if (!a->shortcut().isEmpty())
+                rows += QStringLiteral("<tr><td>%1</td><td>&nbsp;&nbsp;<b>%2</b></td><td>&nbsp;&nbsp;%3</td></tr>")
+                            .arg(QString(top->text()).remove(u'&'), QString(a->text()).remove(u'&').toHtmlEscaped(),
+                                 a->shortcut().toString(QKeySequence::NativeText).toHtmlEscaped());
+    }
+    return tr("<table>%1</table><p>In the heatmaps: the wheel zooms, dragging pans, a click selects a layer and "
+              "head in the grids.</p>")
+        .arg(rows);
+}
+
+QString MainWindow::guideText() const {
+    return tr("<p><b>Columns</b>: the full cache (the reference) and each eviction policy, side by side, on the same "
+              "prompt and the same decode steps.</p>"
+              "<p><b>Token strip</b>: one square per token; its colour says what this run's cache did with it at the "
+              "shown step in the selected layer and KV head (hover the legend's chips for each colour's meaning).</p>"
+              "<p><b>Heatmap</b>: attention of each query (row) over the keys (columns) for the selected layer and "
+              "query head; evicted keys are drawn pinkish grey, future keys white.</p>"
+              "<p><b>Head grid</b>: the share of the full cache's attention each layer × query head still finds in "
+              "this run's cache; click a cell to select it.</p>"
+              "<p><b>Metrics</b>: per decode step, KL(full ‖ policy) of the next-token distributions and whether "
+              "their top-1 tokens agree; retained attention mass per layer; KV memory held.</p>"
+              "<p><b>Budget</b>: entries each layer × KV head may hold; drag a bar to change one layer.</p>");
+}
+
+QString MainWindow::aboutText() const {
+    const QString model = m_controller->modelReady() ? QString::fromStdString(m_controller->model().directory) : tr("none");
+    return tr("<p><b>KVLens %1</b> — a laboratory for KV-cache eviction in transformer language models.</p>"
+              "<p>Qt %2 · LibTorch %3<br/>Model: %4</p>")
+        .arg(QApplication::applicationVersion(), QString::fromLatin1(qVersion()),
+             QString::fromStdString(libtorchVersion()), model.toHtmlEscaped());
 }
 
 void MainWindow::connectController() {

@@ -54,6 +54,11 @@ public:
     ui::NeedlePanel* needlePanel() const { return m_needle; }
     FileActions* files() const { return m_files; }
     QString contextNotice() const;  // the shown warning about the run's length, empty when none
+    // The Help menu's pages (rich text): every menu shortcut, a short guide
+    // to the panels, versions of KVLens, Qt, LibTorch and the model.
+    QString shortcutsText() const;
+    QString guideText() const;
+    QString aboutText() const;
 
     // What a session file holds: model, prompt, policies, budgets, decoding, view.
     SessionFile sessionState() const;

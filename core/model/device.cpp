@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
+#include <torch/version.h>
 
 #include "core/cpu_tuning.h"
 #include "core/error.h"
@@ -9,6 +10,7 @@
 namespace kvlens {
 
 bool cudaAvailable() { return torch::cuda::is_available(); }
+std::string libtorchVersion() { return TORCH_VERSION; }
 
 int cudaDeviceCount() { return static_cast<int>(torch::cuda::device_count()); }
 

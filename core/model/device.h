@@ -15,6 +15,7 @@ struct RunSettings {
 // reports what they resolve to on this machine, e.g. "cpu/f32" or "cuda:0/bf16".
 std::string describeRunSettings(const RunSettings& s);
 bool cudaAvailable();
+std::string libtorchVersion();  // the LibTorch this build links, e.g. "1.13.0"
 int cudaDeviceCount();
 
 }  // namespace kvlens

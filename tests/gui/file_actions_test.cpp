@@ -200,6 +200,12 @@ private Q_SLOTS:
         QVERIFY(asked.isEmpty());
 
         QVERIFY(!w.promptEditor()->exampleName().isEmpty());  // the start-up example
+        // Help: every shortcut of the menus, and the versions.
+        const QString keys = w.shortcutsText();
+        QVERIFY2(keys.contains(QStringLiteral("Save session")) && keys.contains(QStringLiteral("F5")), qPrintable(keys));
+        const QString about = w.aboutText();
+        QVERIFY2(about.contains(QLatin1String(qVersion())) && about.contains(QStringLiteral("LibTorch ")), qPrintable(about));
+        QVERIFY(!w.guideText().isEmpty());
         const QString edit = QStringLiteral("an edit that is not saved yet .");
         w.promptEditor()->setText(edit);
         QVERIFY(w.promptEditor()->exampleName().isEmpty());  // no longer that example

@@ -9,6 +9,7 @@
 #include "widgets/metrics_panel.h"
 #include "widgets/model_panel.h"
 #include "widgets/palette.h"
+#include "widgets/status_legend.h"
 #include "widgets/policy_column.h"
 #include <QDir>
 #include <QSvgRenderer>
@@ -173,6 +174,18 @@ private Q_SLOTS:
         QVERIFY(ui::MetricsPanel::plotNote(panel.klPlot()).isEmpty());
         column.setData(forced, 1, nullptr, 0, 0);
         QVERIFY(column.grid()->note().isEmpty());
+    }
+
+    // Each chip of the legend explains its colour on hover.
+    void legendChipsExplainThemselves() {
+        ui::StatusLegend legend;
+        legend.resize(2000, legend.heightForWidth(2000));  // one line
+        const int y = legend.height() / 2;
+        QStringList seen;
+        for (int x = 0; x < 2000; x += 4)
+            if (const QString e = legend.explanationAt(QPoint(x, y)); !e.isEmpty() && !seen.contains(e)) seen << e;
+        QVERIFY2(seen.size() >= 6, qPrintable(seen.join(u'|')));
+        QVERIFY(seen.first().contains(QStringLiteral("attention sink")));
     }
 
     void slidingWindowIsShownWithTheModel() {
