@@ -89,6 +89,15 @@ bool sameTraces(const Trace& a, const Trace& b, QString* why) {
     return true;
 }
 
+// The submenu `title` of one of the window's menus, null if none.
+QMenu* submenu(MainWindow& w, const QString& title) {
+    for (QAction* top : w.menuBar()->actions())
+        if (top->menu())
+            for (QAction* a : top->menu()->actions())
+                if (a->menu() && a->text() == title) return a->menu();
+    return nullptr;
+}
+
 struct Reported {
     QStringList titles, texts;
 };
@@ -234,13 +243,11 @@ private Q_SLOTS:
 
         // Opening a workshop session: Cancel opens nothing, Save writes the
         // file first, and the workshop session names the window.
+        QMenu* workshop = submenu(w, QStringLiteral("Workshop sessions"));
+        QVERIFY(workshop);
         QAction* sinks = nullptr;
-        for (QAction* top : w.menuBar()->actions())
-            if (top->menu())
-                for (QAction* a : top->menu()->actions())
-                    if (a->menu() && a->text() == QLatin1String("Workshop sessions"))
-                        for (QAction* s : a->menu()->actions())
-                            if (s->text() == QLatin1String("attention sinks")) sinks = s;
+        for (QAction* s : workshop->actions())
+            if (s->text() == QLatin1String("attention sinks")) sinks = s;
         QVERIFY(sinks);
         asked.clear();
         sinks->trigger();
@@ -265,11 +272,7 @@ private Q_SLOTS:
         Reported reported;
         MainWindow w;
         QVERIFY(startOnBundledModel(w, dir, &reported));
-        QMenu* workshop = nullptr;
-        for (QAction* top : w.menuBar()->actions())
-            if (top->menu())
-                for (QAction* a : top->menu()->actions())
-                    if (a->menu() && a->text() == QLatin1String("Workshop sessions")) workshop = a->menu();
+        QMenu* workshop = submenu(w, QStringLiteral("Workshop sessions"));
         QVERIFY(workshop);
         QStringList titles;
         QAction* needle = nullptr;
