@@ -205,7 +205,9 @@ void MetricsPanel::plotMemory(const Trace& t) {
         bars->setPen(Qt::NoPen);
         bars->setWidth(0.7);
         top = std::max(top, kib);
-        ticker->addTick(static_cast<double>(p), QString::fromStdString(t.policies[p].id));
+        // The label, not the id: two h2o runs with other parameters stay apart.
+        const QString label = QString::fromStdString(t.policies[p].label);
+        ticker->addTick(static_cast<double>(p), label.size() > 18 ? label.left(17) + QChar(0x2026) : label);
     }
     m_memory->xAxis->setTicker(ticker);
     m_memory->xAxis->setTickLabelRotation(60);
@@ -299,7 +301,11 @@ QString MetricsPanel::exportPlots(const QString& folder, const QString& format, 
     const std::pair<const char*, QCustomPlot*> plots[] = {{"kl", m_kl}, {"agreement", m_agree}, {"mass", m_mass}, {"memory", m_memory}};
     for (const auto& [name, plot] : plots) {
         const QString file = QDir(folder).filePath(QStringLiteral("%1.%2").arg(QLatin1String(name), format));
+        // A figure on its own names its lines (on screen the columns' headers do).
+        const bool legend = plot->legend->visible();
+        plot->legend->setVisible(legend || plot->graphCount() > 0);
         const QString error = exportPlot(plot, file, scale);
+        plot->legend->setVisible(legend);
         if (!error.isEmpty()) return error;
         if (written) written->append(file);
     }

@@ -112,7 +112,8 @@ void NeedlePanel::setRunning(bool running) {
 void NeedlePanel::setProgress(int64_t done, int64_t total) {
     m_progress->setRange(0, static_cast<int>(total));
     m_progress->setValue(static_cast<int>(done));
-    m_progress->setFormat(tr("cell %v of %m"));
+    // A probe (one context × depth) scores every run at once: counted in probes.
+    m_progress->setFormat(tr("probe %v of %m"));
 }
 
 void NeedlePanel::setResult(std::shared_ptr<const eval::NeedleGridResult> result) { m_view->setResult(std::move(result)); }

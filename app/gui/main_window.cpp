@@ -17,6 +17,7 @@
 #include <QUndoStack>
 #include <QUrl>
 #include <QVBoxLayout>
+#include <set>
 #include <filesystem>
 #include <utility>
 
@@ -402,7 +403,12 @@ void MainWindow::connectNeedle() {
             [this](const std::shared_ptr<const eval::NeedleGridResult>& r) {
                 m_needle->setRunning(false);
                 m_needle->setResult(r);
-                m_needle->setMessage(tr("%1 cells").arg(r->cells.size()));
+                std::set<std::pair<int64_t, double>> probes;
+                for (const auto& c : r->cells) probes.insert({c.context, c.depth});
+                // The same unit as the progress bar's probes, and what each holds.
+                m_needle->setMessage(tr("%1 probes (context × depth), %2 cells (each probe × run and budget)")
+                                         .arg(probes.size())
+                                         .arg(r->cells.size()));
             });
     connect(m_controller, &Controller::needleFailed, this, [this](const QString& message) {
         m_needle->setRunning(false);

@@ -65,6 +65,16 @@ private Q_SLOTS:
         QCOMPARE(panel.agreementPlot()->graph(0)->data()->at(1)->value, 50.0);  // 1 of 2 agree
         QCOMPARE(panel.massPlot()->graph(0)->data()->size(), 2);                // per layer
         QCOMPARE(panel.memoryPlot()->plottableCount(), 2);                      // full + h2o
+        {
+            // The memory chart names runs by label (elided past 18 characters), not by id.
+            auto t = test::makeTrace(12);
+            t->policies[1].label = "h2o:gqa=max,recent=8,schedule=every_step";
+            panel.setTrace(t);
+            auto ticker = panel.memoryPlot()->xAxis->ticker().dynamicCast<QCPAxisTickerText>();
+            QVERIFY(ticker);
+            QCOMPARE(ticker->ticks().value(1.0), QStringLiteral("h2o:gqa=max,recen") + QChar(0x2026));
+            panel.setTrace(test::makeTrace(12));
+        }
         const QString html = panel.outputHtml();
         QVERIFY(html.contains("tok5"));
         QVERIFY(html.contains("tok7"));
@@ -95,6 +105,11 @@ private Q_SLOTS:
         QVERIFY(colours.size() > 5);
         QSvgRenderer svg(dir.filePath("mass.svg"));
         QVERIFY(svg.isValid());
+        // The exported KL plot names its line (a legend), the on-screen one stays clean.
+        QFile klSvg(dir.filePath("kl.svg"));
+        QVERIFY(klSvg.open(QIODevice::ReadOnly));
+        QVERIFY(klSvg.readAll().contains(">h2o<"));
+        QVERIFY(!panel.klPlot()->legend->visible());
         QFile pdf(dir.filePath("memory.pdf"));
         QVERIFY(pdf.open(QIODevice::ReadOnly));
         const QByteArray bytes = pdf.readAll();

@@ -1,8 +1,10 @@
 // NeedleView: a context × depth heatmap per policy and budget, full first,
 // cells coloured by the share of exact answers.
+#include <QProgressBar>
 #include <QtTest>
 
 #include "trace_fixtures.h"
+#include "widgets/needle_panel.h"
 #include "widgets/needle_view.h"
 #include "widgets/palette.h"
 
@@ -18,6 +20,15 @@ std::shared_ptr<eval::NeedleGridResult> makeGrid() { return test::makeNeedleGrid
 class NeedleViewTest : public QObject {
     Q_OBJECT
 private Q_SLOTS:
+    // Progress counts probes (one context × depth scores every run at once).
+    void progressCountsProbes() {
+        ui::NeedlePanel panel;
+        panel.setProgress(2, 6);
+        auto* bar = panel.findChild<QProgressBar*>();
+        QVERIFY(bar);
+        QCOMPARE(bar->text(), QStringLiteral("probe 2 of 6"));
+    }
+
     void panelsAndCells() {
         ui::NeedleView view;
         view.resize(500, 300);
