@@ -203,14 +203,16 @@ void FileActions::showTitle() { m_window->setWindowTitle(tr("%1[*] — KVLens").
 
 bool FileActions::isModified() const { return m_baseline && *m_baseline != document(); }
 
-void FileActions::updateModified() {
-    if (!m_baseline) m_baseline = document();  // a window that was never started: as it is now
-    m_window->setWindowModified(isModified());
+bool FileActions::updateModified() {
+    const std::string now = document();  // one serialisation per edit
+    if (!m_baseline) m_baseline = now;   // a window that was never started: as it is now
+    const bool modified = *m_baseline != now;
+    m_window->setWindowModified(modified);
+    return modified;
 }
 
 bool FileActions::maybeSave() {
-    updateModified();
-    if (!isModified()) return true;
+    if (!updateModified()) return true;
     int answer = QMessageBox::Cancel;
     if (m_unsaved) {
         answer = m_unsaved(m_name);

@@ -57,7 +57,7 @@ public:
     bool isModified() const;
     QString documentName() const { return m_name; }
     void showTitle();
-    void updateModified();
+    bool updateModified();  // marks the window; returns isModified()
     // Before the session is replaced or the window closes: asks
     // Save / Discard / Cancel when modified; false when the user cancels (or
     // Save did not save).
