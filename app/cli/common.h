@@ -88,5 +88,6 @@ void addBenchCommand(CLI::App& app);
 void addTrainCommand(CLI::App& app);
 void addNeedleCommand(CLI::App& app);
 void addExportCommand(CLI::App& app);
+void addImportCommand(CLI::App& app);
 
 }  // namespace kvlens::cli

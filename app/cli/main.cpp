@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     kvlens::cli::addNeedleCommand(app);
     kvlens::cli::addExportCommand(app);
     kvlens::cli::addTrainCommand(app);
+    kvlens::cli::addImportCommand(app);
     if (argc > 1 && argv[1][0] != '-') {
         std::string known;
         bool found = false;
