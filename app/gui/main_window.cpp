@@ -6,6 +6,7 @@
 #include <QComboBox>
 #include <QDesktopServices>
 #include <QDockWidget>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -25,6 +26,7 @@
 #include "app/gui/file_actions.h"
 #include "core/error.h"
 #include "core/model/device.h"
+#include "core/model/llama2c.h"
 #include "core/paths.h"
 #include "core/run/session_setup.h"
 #include "widgets/budget_state.h"
@@ -176,6 +178,22 @@ void MainWindow::buildActions() {
     };
     QMenu* file = menuBar()->addMenu(tr("&File"));
     add(file, tr("&Open model…"), QKeySequence::Open, [this] { m_model->chooseDirectory(); });
+    add(file, tr("&Import llama2.c model…"), QKeySequence(), [this] {
+        const QString model = QFileDialog::getOpenFileName(this, tr("llama2.c model (e.g. stories15M.bin)"), QString(),
+                                                           tr("llama2.c checkpoints (*.bin);;All files (*)"));
+        if (model.isEmpty()) return;
+        const QString tokenizer = QFileDialog::getOpenFileName(
+            this, tr("Its tokenizer (tokenizer.bin, or tok512.bin for stories260K)"), QFileInfo(model).absolutePath(),
+            tr("llama2.c tokenizers (*.bin);;All files (*)"));
+        if (tokenizer.isEmpty()) return;
+        const QString out = QFileDialog::getSaveFileName(
+            this, tr("New folder for the imported model"),
+            QFileInfo(model).absolutePath() + QStringLiteral("/") + QFileInfo(model).completeBaseName(), QString(), nullptr,
+            QFileDialog::ShowDirsOnly | QFileDialog::DontConfirmOverwrite);
+        if (out.isEmpty()) return;
+        const QString error = importLlama2c(model, tokenizer, out);
+        if (!error.isEmpty()) QMessageBox::warning(this, tr("Import llama2.c model"), error);
+    });
     m_files->addActions(file);
     file->addSeparator();
     // The app always starts on the bundled model (a known state for
@@ -233,6 +251,29 @@ void MainWindow::buildActions() {
     add(help, tr("&What am I looking at?"), QKeySequence(), [this, show] { show(tr("What am I looking at?"), guideText()); });
     add(help, tr("&Keyboard shortcuts"), QKeySequence(), [this, show] { show(tr("Keyboard shortcuts"), shortcutsText()); });
     add(help, tr("&About KVLens"), QKeySequence(), [this, show] { show(tr("About KVLens"), aboutText()); });
+}
+
+QString MainWindow::importLlama2c(const QString& model, const QString& tokenizer, const QString& outDir) {
+    QApplication::setOverrideCursor(Qt::WaitCursor);
+    statusBar()->showMessage(tr("Importing %1…").arg(QFileInfo(model).fileName()));
+    QString error;
+    try {
+        const ImportReport r =
+            kvlens::importLlama2c(model.toStdString(), tokenizer.toStdString(), outDir.toStdString());
+        statusBar()->showMessage(tr("Imported %1 (%2 parameters) into %3")
+                                     .arg(QFileInfo(model).fileName())
+                                     .arg(r.parameters)
+                                     .arg(outDir),
+                                 8000);
+    } catch (const std::exception& e) {
+        error = QString::fromStdString(e.what());
+        statusBar()->showMessage(tr("Import failed: %1").arg(error), 8000);
+    }
+    QApplication::restoreOverrideCursor();
+    if (!error.isEmpty()) return error;
+    m_model->setDirectory(outDir);
+    m_model->reload();
+    return {};
 }
 
 QString MainWindow::shortcutsText() const {

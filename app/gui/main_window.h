@@ -66,6 +66,10 @@ public:
     // names another). Checks everything first: on an error nothing changes
     // and the reason is returned; empty on success.
     QString applySession(const SessionFile& session);
+    // File > Import llama2.c model...: converts MODEL.bin + TOKENIZER.bin into
+    // the new folder outDir (core/model/llama2c.h) and opens it. Returns the
+    // reason on failure (nothing is written then), empty on success.
+    QString importLlama2c(const QString& model, const QString& tokenizer, const QString& outDir);
 
 protected:
     void closeEvent(QCloseEvent* e) override;

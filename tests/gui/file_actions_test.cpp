@@ -325,6 +325,36 @@ private Q_SLOTS:
     // side): a broken model folder, the model folder deleted while in use,
     // sessions the fuzzer broke and out-of-range budgets. Every case reports
     // or notes, and the window goes on running edits.
+    // File > Import llama2.c model: stories260K (read in place from
+    // ../shared/data) becomes a folder the window opens and runs on; a
+    // foreign tokenizer is refused with the file named and the model in use kept.
+    void importsALlama2cModelAndOpensIt() {
+        const QString data = QStringLiteral(KVLENS_SHARED_DATA);
+        if (!QFileInfo::exists(data + "/stories260K/stories260K.bin")) QSKIP("no ../shared/data");
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        QVERIFY(startOnBundledModel(w, dir, &reported));
+        const QString inUse = w.modelPanel()->directory();
+        const QString bad = w.importLlama2c(data + "/stories260K/stories260K.bin", data + "/llama2c/tokenizer.bin",
+                                            dir.filePath(QStringLiteral("wrong")));
+        QVERIFY2(bad.contains(QStringLiteral("tokenizer.bin")), qPrintable(bad));
+        QVERIFY(!QFileInfo::exists(dir.filePath(QStringLiteral("wrong"))));
+        QCOMPARE(w.modelPanel()->directory(), inUse);
+
+        QSignalSpy loaded(w.controller(), &Controller::modelLoaded);
+        const QString out = dir.filePath(QStringLiteral("stories260K"));
+        QCOMPARE(w.importLlama2c(data + "/stories260K/stories260K.bin", data + "/stories260K/tok512.bin", out), QString());
+        QVERIFY(loaded.wait(30000));
+        const auto summary = loaded.at(0).at(0).value<kvlens::ModelSummary>();
+        QCOMPARE(summary.layers, int64_t{5});
+        QCOMPARE(summary.heads, int64_t{8});
+        QCOMPARE(summary.kvHeads, int64_t{4});
+        QCOMPARE(w.modelPanel()->directory(), out);
+        w.promptEditor()->setText(QStringLiteral("Once upon a time, there was a little girl named Lily."));
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt.startsWith("Once upon"), 60000);
+    }
+
     void badInputsLeaveTheWindowWorking() {
         QTemporaryDir dir;
         Reported reported;
