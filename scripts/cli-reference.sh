@@ -26,6 +26,12 @@ trap 'rm -f "$tmp"' EXIT
         COLUMNS=100 "$cli" "$cmd" --help
         echo '```'
     done
+    echo
+    echo "## kvlens-cli import llama2c"
+    echo
+    echo '```text'
+    COLUMNS=100 "$cli" import llama2c --help
+    echo '```'
 } > "$tmp"
 mv "$tmp" "$out"
 trap - EXIT

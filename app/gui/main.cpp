@@ -41,7 +41,10 @@ int main(int argc, char** argv) {
     QCommandLineOption shot(QStringLiteral("screenshot"),
                             QStringLiteral("save the window to FILE after the first run, then quit"),
                             QStringLiteral("FILE"));
+    QCommandLineOption prompt(QStringLiteral("prompt"),
+                              QStringLiteral("start on this prompt instead of the default example"), QStringLiteral("TEXT"));
     cli.addOption(model);
+    cli.addOption(prompt);
     cli.addOption(shot);
     cli.process(app);
 
@@ -72,6 +75,6 @@ int main(int argc, char** argv) {
         });
         QTimer::singleShot(120000, &app, [] { finish(2, QStringLiteral("no run finished within 120 s")); });
     }
-    window.start(cli.value(model));
+    window.start(cli.value(model), cli.value(prompt));
     return app.exec();
 }

@@ -457,7 +457,7 @@ void MainWindow::connectNeedle() {
     });
 }
 
-void MainWindow::start(const QString& modelDir) {
+void MainWindow::start(const QString& modelDir, const QString& prompt) {
     if (!m_restoredLayout) applyDefaultLayout();
     m_model->setDevices(deviceChoices());
     m_model->setStartDirectory(m_settings.lastModelDir.get());
@@ -476,7 +476,9 @@ void MainWindow::start(const QString& modelDir) {
     }
     m_prompt->setExamples(names, texts);
     m_prompt->selectExample(QLatin1String(defaultExampleName()));
-    m_prompt->setText(initial.isEmpty() ? QStringLiteral("the code for the red door is 4 8 2 1 .") : initial);
+    m_prompt->setText(!prompt.isEmpty()   ? prompt
+                      : initial.isEmpty() ? QStringLiteral("the code for the red door is 4 8 2 1 .")
+                                          : initial);
     m_policies->setPolicies({parsePolicySpec("streaming"), parsePolicySpec("h2o"), parsePolicySpec("snapkv")});
     m_policies->select(0);  // its parameters show, so the form is discoverable
     m_controller->setPolicies(m_policies->policies());

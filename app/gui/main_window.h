@@ -39,8 +39,8 @@ public:
     ~MainWindow() override;
 
     // Loads the model (the bundled one when `modelDir` is empty) and runs the
-    // default example with full + streaming, h2o and snapkv.
-    void start(const QString& modelDir);
+    // default example (or `prompt` when given) with full + streaming, h2o and snapkv.
+    void start(const QString& modelDir, const QString& prompt = QString());
 
     Controller* controller() const { return m_controller; }
     ui::ComparisonView* comparison() const { return m_comparison; }

@@ -398,3 +398,26 @@ TEST_F(CliTest, InputsTheModelCannotTakeAreNamed) {
     expectOneLineError("generate --prompt-ids 2,320", "outside the vocabulary");
     expectOneLineError("compare --prompt-ids 2,320 --policy h2o --budget 2", "outside the vocabulary");
 }
+
+// kvlens-cli import llama2c on the real stories260K (../shared/data, read in
+// place): the folder it writes is a model every command opens; bad input is
+// one line naming the file, and nothing is left behind.
+TEST_F(CliTest, ImportLlama2cWritesAModelTheOtherCommandsOpen) {
+    const fs::path data = KVLENS_SHARED_DATA;
+    if (!fs::exists(data / "stories260K" / "stories260K.bin")) GTEST_SKIP() << "no test data at " << data;
+    const std::string bin = quote((data / "stories260K" / "stories260K.bin").string()),
+                      tok = quote((data / "stories260K" / "tok512.bin").string());
+    const fs::path out = s_dir->path() / "stories260K";
+    CliRun r = run("import llama2c " + bin + " " + tok + " " + quote(out.string()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("260032 parameters, 5 layers"), std::string::npos) << r.out;
+    r = run("generate --model " + quote(out.string()) + " --prompt-ids 1 --steps 12 --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["text"].get<std::string>().rfind("Once upon a time", 0), 0u) << r.out;
+    // Again into the same folder: refused, the model there untouched.
+    const auto before = fs::last_write_time(out / "model.safetensors");
+    expectOneLineError("import llama2c " + bin + " " + tok + " " + quote(out.string()), "not an empty folder");
+    EXPECT_EQ(fs::last_write_time(out / "model.safetensors"), before);
+    expectOneLineError("import llama2c " + tok + " " + tok + " " + quote((s_dir->path() / "nope").string()), "tok512.bin");
+    EXPECT_FALSE(fs::exists(s_dir->path() / "nope"));
+}
