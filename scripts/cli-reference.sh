@@ -18,7 +18,7 @@ trap 'rm -f "$tmp"' EXIT
     echo '```text'
     COLUMNS=100 "$cli" --help
     echo '```'
-    for cmd in info tokenize generate compare needle export bench train; do
+    for cmd in info tokenize generate compare needle export bench train memory; do
         echo
         echo "## kvlens-cli $cmd"
         echo

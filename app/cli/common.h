@@ -89,5 +89,6 @@ void addTrainCommand(CLI::App& app);
 void addNeedleCommand(CLI::App& app);
 void addExportCommand(CLI::App& app);
 void addImportCommand(CLI::App& app);
+void addMemoryCommand(CLI::App& app);
 
 }  // namespace kvlens::cli

@@ -421,3 +421,20 @@ TEST_F(CliTest, ImportLlama2cWritesAModelTheOtherCommandsOpen) {
     expectOneLineError("import llama2c " + tok + " " + tok + " " + quote((s_dir->path() / "nope").string()), "tok512.bin");
     EXPECT_FALSE(fs::exists(s_dir->path() / "nope"));
 }
+
+// kvlens-cli memory reads config.json (2 layers, 4 query heads, 2 KV heads of 8).
+TEST_F(CliTest, MemoryTablesTheKvSharingDesigns) {
+    CliRun r = run("memory --model " + quote(model()) + " --contexts 10,100 --budget 20 --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["designs"][1]["id"], "gqa");
+    EXPECT_EQ(j["designs"][1]["bytes_per_token"], 256);  // 2 * 2 layers * 2 KV heads * 8 * 4 bytes
+    EXPECT_EQ(j["designs"][1]["full_bytes"], nlohmann::json({2560, 25600}));
+    EXPECT_EQ(j["designs"][1]["budget_bytes"], nlohmann::json({2560, 5120}));  // min(context, 20) tokens
+    EXPECT_EQ(j["designs"][0]["bytes_per_token"], 512);  // MHA: 4 heads
+    r = run("memory --model " + quote(model()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("CLA k=2"), std::string::npos) << r.out;
+    expectOneLineError("memory --model " + quote(model()) + " --dtype f8", "--dtype must be");
+    expectOneLineError("memory --model " + quote(model()) + " --contexts 0", "--contexts");
+}

@@ -1,0 +1,100 @@
+// kvlens-cli memory: KV bytes of the model's config against context length
+// under MHA, its own GQA, MQA, CLA (k = 2, 3) and YOCO, each with the
+// eviction budget given (core/eval/kv_memory.h). Reads config.json only.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli/common.h"
+#include "core/error.h"
+#include "core/eval/kv_memory.h"
+#include "core/model/config.h"
+
+namespace kvlens::cli {
+namespace {
+
+struct MemoryArgs {
+    ModelArgs model;
+    std::string contexts = "512,2048,8192,32768", budget, dtype = "f32";
+    bool json = false;
+};
+
+void runMemory(const MemoryArgs& a) {
+    const ModelConfig c = loadConfig(a.model.dir() / "config.json");
+    KvShape shape{c.numLayers, c.numHeads, c.numKvHeads, c.headDim, 4};
+    if (a.dtype == "bf16" || a.dtype == "f16") shape.elementBytes = 2;
+    else if (a.dtype != "f32") throw ArgumentError("--dtype must be f32, bf16 or f16 (got '" + a.dtype + "')");
+    const std::vector<int64_t> contexts = parseIdList(a.contexts, "--contexts");
+    for (int64_t T : contexts)
+        if (T < 1) throw ArgumentError("--contexts: " + std::to_string(T) + " is not a context length (expected >= 1)");
+    const bool withBudget = !a.budget.empty();
+    const BudgetSpec budget = withBudget ? parseBudget(a.budget) : BudgetSpec{};
+    const std::vector<KvMemoryRow> rows = kvMemoryTable(shape, contexts, withBudget, budget);
+    if (a.json) {
+        nlohmann::json out{{"model", a.model.dir().string()},
+                           {"layers", c.numLayers},
+                           {"heads", c.numHeads},
+                           {"kv_heads", c.numKvHeads},
+                           {"head_dim", c.headDim},
+                           {"element_bytes", shape.elementBytes},
+                           {"contexts", contexts},
+                           {"budget", withBudget ? nlohmann::json(budget.text()) : nlohmann::json(nullptr)},
+                           {"designs", nlohmann::json::array()}};
+        for (const KvMemoryRow& r : rows) {
+            nlohmann::json d{{"id", r.design.id},
+                             {"name", r.design.name},
+                             {"explanation", r.design.explanation},
+                             {"stored_layers", r.design.storedLayers},
+                             {"kv_heads", r.design.kvHeads},
+                             {"model_design", r.design.isModel},
+                             {"bytes_per_token", r.design.bytesPerToken(shape)},
+                             {"full_bytes", r.fullBytes}};
+            if (withBudget) d["budget_bytes"] = r.budgetBytes;
+            out["designs"].push_back(d);
+        }
+        std::cout << out.dump(2) << "\n";
+        return;
+    }
+    std::printf("KV memory of %s: %lld layers, %lld query heads, %lld KV heads of %lld, %s (%llu bytes an element)%s\n",
+                a.model.dir().string().c_str(), static_cast<long long>(c.numLayers), static_cast<long long>(c.numHeads),
+                static_cast<long long>(c.numKvHeads), static_cast<long long>(c.headDim), a.dtype.c_str(),
+                static_cast<unsigned long long>(shape.elementBytes),
+                withBudget ? (", eviction budget " + budget.text() + " per layer and KV head").c_str() : "");
+    std::printf("%-38s %10s", "design", "per token");
+    for (int64_t T : contexts) {
+        std::printf(" %12s", (std::to_string(T) + " tok").c_str());
+        if (withBudget) std::printf(" %12s", ("+ B " + budget.text()).c_str());
+    }
+    std::printf("\n");
+    for (const KvMemoryRow& r : rows) {
+        std::printf("%-38s %10s", (r.design.name + (r.design.isModel ? " *" : "")).c_str(),
+                    formatBytes(r.design.bytesPerToken(shape)).c_str());
+        for (size_t i = 0; i < contexts.size(); ++i) {
+            std::printf(" %12s", formatBytes(r.fullBytes[i]).c_str());
+            if (withBudget) std::printf(" %12s", formatBytes(r.budgetBytes[i]).c_str());
+        }
+        std::printf("\n");
+    }
+    std::printf("* the design the model was trained with. CLA and YOCO keep the model's KV heads; a model not trained "
+                "to share K/V across layers or heads degrades when made to.\n");
+    if (!budget.note.empty()) std::printf("note: %s\n", budget.note.c_str());
+}
+
+}  // namespace
+
+void addMemoryCommand(CLI::App& app) {
+    auto args = std::make_shared<MemoryArgs>();
+    auto* cmd = app.add_subcommand(
+        "memory", "KV-cache bytes vs context length under MHA, GQA, MQA, CLA and YOCO, with an eviction budget");
+    args->model.add(*cmd, /*withDevice=*/false);
+    cmd->add_option("--contexts", args->contexts, "context lengths in tokens, comma-separated")->capture_default_str();
+    cmd->add_option("--budget", args->budget, "an eviction budget on top: N tokens or R% of the context");
+    cmd->add_option("--dtype", args->dtype, "element type of the cache: f32 | bf16 | f16")->capture_default_str();
+    cmd->add_flag("--json", args->json, "print JSON");
+    cmd->callback([args] { runMemory(*args); });
+}
+
+}  // namespace kvlens::cli
