@@ -33,6 +33,7 @@
 #include "widgets/budget_editor.h"
 #include "widgets/comparison_view.h"
 #include "widgets/eviction_timeline.h"
+#include "widgets/memory_view.h"
 #include "widgets/metrics_panel.h"
 #include "widgets/model_panel.h"
 #include "widgets/needle_panel.h"
@@ -72,6 +73,7 @@ MainWindow::MainWindow(QWidget* parent)
       m_timeline(new ui::EvictionTimeline(this)),
       m_prompt(new ui::PromptEditor(this)),
       m_needle(new ui::NeedlePanel(this)),
+      m_memory(new ui::MemoryView(this)),
       m_scale(new QComboBox(this)),
       m_timelinePolicy(new QComboBox(this)),
       m_selection(new QLabel(this)),
@@ -152,7 +154,9 @@ void MainWindow::buildDocks() {
     QDockWidget* needle = dock(this, tr("Needle"), QStringLiteral("needle"), m_needle, Qt::RightDockWidgetArea);
     tabifyDockWidget(policies, model);
     policies->raise();
+    QDockWidget* memory = dock(this, tr("KV memory"), QStringLiteral("memory"), m_memory, Qt::RightDockWidgetArea);
     tabifyDockWidget(metrics, needle);
+    tabifyDockWidget(needle, memory);
     metrics->raise();
 }
 
@@ -318,6 +322,7 @@ void MainWindow::connectController() {
     connect(m_prompt, &ui::PromptEditor::textEdited, c, &Controller::setPrompt);
     connect(m_policies, &ui::PolicyList::policiesChanged, c, &Controller::setPolicies);
     connect(m_budget, &ui::BudgetEditor::budgetChanged, c, &Controller::setBudget);
+    connect(m_budget, &ui::BudgetEditor::budgetChanged, m_memory, &ui::MemoryView::setBudget);
     connect(m_budget, &ui::BudgetEditor::budgetPreviewed, c, &Controller::setBudget);
     connect(m_comparison, &ui::ComparisonView::selectionChanged, this, [this](int64_t l, int64_t h) {
         m_controller->setSelection(l, h);
@@ -345,6 +350,7 @@ void MainWindow::connectController() {
     });
     connect(c, &Controller::modelLoaded, this, [this](const ModelSummary& s) {
         m_model->setSummary(s);
+        m_memory->setShape({s.layers, s.heads, s.kvHeads, s.headDim, s.dtype == "f32" ? 4u : 2u});
         m_settings.lastModelDir.set(QString::fromStdString(s.directory));
         auto tok = m_controller->tokenizer();
         m_metrics->setTokenPieces([tok](const std::vector<int64_t>& ids) {
@@ -413,6 +419,7 @@ void MainWindow::connectController() {
         statusBar()->showMessage(tr("Cancelled: the views show the last results"), 10000);
     });
     connect(c, &Controller::promptCounted, m_prompt, &ui::PromptEditor::setTokenCount);
+    connect(c, &Controller::promptCounted, m_memory, [this](int tokens) { m_memory->setContext(tokens); });
     connect(c, &Controller::contextChecked, this, [this](const QString& warning) {
         m_notice->setText(warning.isEmpty() ? QString() : tr("Past the model's context: %1").arg(warning));
         m_notice->setVisible(!warning.isEmpty());
@@ -483,6 +490,7 @@ void MainWindow::start(const QString& modelDir, const QString& prompt) {
     m_policies->select(0);  // its parameters show, so the form is discoverable
     m_controller->setPolicies(m_policies->policies());
     m_controller->setBudget(m_budget->spec());
+    m_memory->setBudget(m_budget->spec());
     QString dir = modelDir;
     if (dir.isEmpty()) {
         try {

@@ -26,6 +26,7 @@ class TransportBar;
 class EvictionTimeline;
 class PromptEditor;
 class NeedlePanel;
+class MemoryView;
 }  // namespace kvlens::ui
 
 namespace kvlens::gui {
@@ -52,6 +53,7 @@ public:
     ui::EvictionTimeline* timeline() const { return m_timeline; }
     ui::PromptEditor* promptEditor() const { return m_prompt; }
     ui::NeedlePanel* needlePanel() const { return m_needle; }
+    ui::MemoryView* memoryView() const { return m_memory; }
     FileActions* files() const { return m_files; }
     QString contextNotice() const;  // the shown warning about the run's length, empty when none
     // The Help menu's pages (rich text): every menu shortcut, a short guide
@@ -98,6 +100,7 @@ private:
     ui::EvictionTimeline* m_timeline;
     ui::PromptEditor* m_prompt;
     ui::NeedlePanel* m_needle;
+    ui::MemoryView* m_memory;
     QComboBox* m_scale;
     QComboBox* m_timelinePolicy;
     QLabel* m_selection;
