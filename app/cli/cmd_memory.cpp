@@ -12,12 +12,16 @@
 #include "core/error.h"
 #include "core/eval/kv_memory.h"
 #include "core/model/config.h"
+#include "core/model/model.h"
+#include "core/run/what_if.h"
 
 namespace kvlens::cli {
 namespace {
 
 struct MemoryArgs {
     ModelArgs model;
+    PromptArgs prompt;
+    int64_t whatIfKvHeads = 0;
     std::string contexts = "512,2048,8192,32768", budget, dtype = "f32";
     bool json = false;
 };
@@ -33,6 +37,26 @@ void runMemory(const MemoryArgs& a) {
     const bool withBudget = !a.budget.empty();
     const BudgetSpec budget = withBudget ? parseBudget(a.budget) : BudgetSpec{};
     const std::vector<KvMemoryRow> rows = kvMemoryTable(shape, contexts, withBudget, budget);
+    // The what-if: the model with its KV heads merged, against itself, on the prompt.
+    nlohmann::json whatIf = nullptr;
+    std::string whatIfText;
+    if (a.whatIfKvHeads > 0) {
+        if (!a.prompt.given()) throw ArgumentError("--what-if-kv-heads needs a prompt (--prompt, --prompt-file or --prompt-ids)");
+        const auto model = Model::load(a.model.dir());
+        const auto merged = model->withMergedKvHeads(a.whatIfKvHeads);
+        const std::optional<Tokenizer> tok = tokenizerFor(a.model.dir());
+        const std::vector<int64_t> ids = a.prompt.resolve(tok ? &*tok : nullptr);
+        const ModelFidelity f = compareModels(*model, *merged, ids);
+        whatIf = {{"kv_heads", a.whatIfKvHeads}, {"positions", f.positions}, {"mean_kl", f.meanKl},
+                  {"max_kl", f.maxKl}, {"top1", f.top1}};
+        char buf[400];
+        std::snprintf(buf, sizeof buf,
+                      "what-if: KV heads merged %lld -> %lld by mean-pooling K/V projections (not trained for it), "
+                      "teacher-forced over %lld positions: mean KL %.4f nats (max %.4f), top-1 agreement %.1f%%\n",
+                      static_cast<long long>(c.numKvHeads), static_cast<long long>(a.whatIfKvHeads),
+                      static_cast<long long>(f.positions), f.meanKl, f.maxKl, 100.0 * f.top1);
+        whatIfText = buf;
+    }
     if (a.json) {
         nlohmann::json out{{"model", a.model.dir().string()},
                            {"layers", c.numLayers},
@@ -55,6 +79,7 @@ void runMemory(const MemoryArgs& a) {
             if (withBudget) d["budget_bytes"] = r.budgetBytes;
             out["designs"].push_back(d);
         }
+        out["what_if"] = whatIf;
         std::cout << out.dump(2) << "\n";
         return;
     }
@@ -81,6 +106,7 @@ void runMemory(const MemoryArgs& a) {
     std::printf("* the design the model was trained with. CLA and YOCO keep the model's KV heads; a model not trained "
                 "to share K/V across layers or heads degrades when made to.\n");
     if (!budget.note.empty()) std::printf("note: %s\n", budget.note.c_str());
+    std::printf("%s", whatIfText.c_str());
 }
 
 }  // namespace
@@ -90,6 +116,10 @@ void addMemoryCommand(CLI::App& app) {
     auto* cmd = app.add_subcommand(
         "memory", "KV-cache bytes vs context length under MHA, GQA, MQA, CLA and YOCO, with an eviction budget");
     args->model.add(*cmd, /*withDevice=*/false);
+    args->prompt.add(*cmd);
+    cmd->add_option("--what-if-kv-heads", args->whatIfKvHeads,
+                    "also run the model with its KV heads merged to N (mean-pooled K/V projections) on the prompt and "
+                    "report KL / top-1 against the model as trained");
     cmd->add_option("--contexts", args->contexts, "context lengths in tokens, comma-separated")->capture_default_str();
     cmd->add_option("--budget", args->budget, "an eviction budget on top: N tokens or R% of the context");
     cmd->add_option("--dtype", args->dtype, "element type of the cache: f32 | bf16 | f16")->capture_default_str();

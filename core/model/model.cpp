@@ -84,6 +84,40 @@ std::unique_ptr<Model> Model::on(const RunSettings& settings) const {
     return std::unique_ptr<Model>(new Model(std::move(impl)));
 }
 
+std::unique_ptr<Model> Model::withMergedKvHeads(int64_t kvHeads) const {
+    const ModelConfig& c = m->cfg;
+    if (kvHeads < 1 || kvHeads > c.numKvHeads || c.numKvHeads % kvHeads != 0)
+        throw ArgumentError("KV heads can be merged to a divisor of the model's " + std::to_string(c.numKvHeads) +
+                            " KV heads (asked for " + std::to_string(kvHeads) + ")");
+    const int64_t r = c.numKvHeads / kvHeads, D = c.headDim;
+    // [Hkv*D, ...] -> mean over each run of r consecutive heads -> [kvHeads*D, ...]
+    auto pool = [&](const at::Tensor& t) {
+        if (!t.defined()) return t;
+        std::vector<int64_t> shape{kvHeads, r, D};
+        for (int64_t i = 1; i < t.dim(); ++i) shape.push_back(t.size(i));
+        std::vector<int64_t> out{kvHeads * D};
+        for (int64_t i = 1; i < t.dim(); ++i) out.push_back(t.size(i));
+        return t.reshape(shape).to(at::kFloat).mean(1).to(t.scalar_type()).reshape(out).contiguous();
+    };
+    auto impl = std::make_unique<Impl>();
+    impl->dir = m->dir;
+    impl->cfg = c;
+    impl->cfg.numKvHeads = kvHeads;
+    impl->device = m->device;
+    impl->dtype = m->dtype;
+    impl->w = m->w;  // shares every tensor but the pooled ones
+    for (LayerWeights& l : impl->w.layers) {
+        l.wk = pool(l.wk);
+        l.wv = pool(l.wv);
+        l.bk = pool(l.bk);
+        l.bv = pool(l.bv);
+    }
+    impl->tied = m->tied;
+    if (impl->cfg.usesRope()) impl->rope = std::make_unique<Rope>(impl->cfg, impl->device);
+    impl->params = countParameters(impl->w, impl->tied);
+    return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
 const ModelConfig& Model::config() const { return m->cfg; }
 const fs::path& Model::directory() const { return m->dir; }
 at::Device Model::device() const { return m->device; }

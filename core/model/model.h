@@ -72,6 +72,12 @@ public:
     // The same model on another device and/or dtype (a copy of the weights):
     // how a synthetic bench model reaches the GPU. ArgumentError as load().
     std::unique_ptr<Model> on(const RunSettings& settings) const;
+    // The what-if of KV-head sharing (issue 22): the same model with its KV
+    // heads merged to `kvHeads` (a divisor of its own) by mean-pooling the
+    // K and V projections of each run of consecutive heads (the GQA/MQA
+    // conversion of Ainslie et al. 2023, before any uptraining). A model not
+    // trained for it degrades. ArgumentError for another count.
+    std::unique_ptr<Model> withMergedKvHeads(int64_t kvHeads) const;
 
     const ModelConfig& config() const;
     const std::filesystem::path& directory() const;

@@ -435,6 +435,14 @@ TEST_F(CliTest, MemoryTablesTheKvSharingDesigns) {
     r = run("memory --model " + quote(model()));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("CLA k=2"), std::string::npos) << r.out;
+    // The what-if: the model's 2 KV heads merged to 1, on a prompt of ids.
+    r = run("memory --model " + quote(model()) + " --what-if-kv-heads 1 --prompt-ids 1,2,3,4,5 --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json w = nlohmann::json::parse(r.out)["what_if"];
+    EXPECT_EQ(w["positions"], 5);
+    EXPECT_GT(w["mean_kl"].get<double>(), 0.0);
+    expectOneLineError("memory --model " + quote(model()) + " --what-if-kv-heads 1", "needs a prompt");
+    expectOneLineError("memory --model " + quote(model()) + " --what-if-kv-heads 3 --prompt-ids 1", "divisor");
     expectOneLineError("memory --model " + quote(model()) + " --dtype f8", "--dtype must be");
     expectOneLineError("memory --model " + quote(model()) + " --contexts 0", "--contexts");
 }
