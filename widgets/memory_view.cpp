@@ -1,7 +1,10 @@
 #include "widgets/memory_view.h"
 
 #include <QHeaderView>
+#include <QHBoxLayout>
 #include <QLabel>
+#include <QPushButton>
+#include <QSpinBox>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
@@ -37,14 +40,41 @@ MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
     m_plot->legend->setVisible(true);
     m_plot->legend->setFont(small);
     m_plot->legend->setRowSpacing(-3);
-    m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+    m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
     layout->addWidget(m_plot, 3);
     m_table = new QTableWidget(this);
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_table->verticalHeader()->setVisible(false);
     m_table->horizontalHeader()->setStretchLastSection(true);
     layout->addWidget(m_table, 2);
+    // What sharing costs a model not trained for it: its KV heads merged.
+    auto* row = new QHBoxLayout;
+    row->addWidget(new QLabel(tr("What-if: merge the KV heads to"), this));
+    m_whatIfHeads = new QSpinBox(this);
+    m_whatIfHeads->setRange(1, 1);
+    row->addWidget(m_whatIfHeads);
+    m_whatIfRun = new QPushButton(tr("Run on the prompt"), this);
+    m_whatIfRun->setToolTip(tr("Mean-pools the K/V projections of each group of KV heads (GQA/MQA conversion without "
+                               "uptraining) and compares its predictions with the model as trained, teacher-forced "
+                               "over the prompt"));
+    row->addWidget(m_whatIfRun);
+    row->addStretch(1);
+    layout->addLayout(row);
+    m_whatIfResult = new QLabel(this);
+    m_whatIfResult->setWordWrap(true);
+    m_whatIfResult->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_whatIfResult);
+    connect(m_whatIfRun, &QPushButton::clicked, this, [this] {
+        m_whatIfResult->setText(tr("Computing…"));
+        Q_EMIT whatIfRequested(m_whatIfHeads->value());
+    });
     refresh();
+}
+
+QString MemoryView::whatIfText() const { return m_whatIfResult->text(); }
+
+void MemoryView::showWhatIf(const QString& text, bool ok) {
+    m_whatIfResult->setText(ok ? text : tr("What-if not run: %1").arg(text));
 }
 
 std::vector<int64_t> MemoryView::plotContexts() {
@@ -55,6 +85,9 @@ std::vector<int64_t> MemoryView::plotContexts() {
 
 void MemoryView::setShape(const KvShape& shape) {
     m_shape = shape;
+    m_whatIfHeads->setRange(1, static_cast<int>(std::max<int64_t>(1, shape.kvHeads)));
+    m_whatIfHeads->setValue(1);
+    m_whatIfResult->clear();
     m_hasShape = shape.layers > 0 && shape.heads > 0 && shape.kvHeads > 0;
     refresh();
 }
@@ -141,8 +174,8 @@ void MemoryView::refresh() {
     auto* label = new QCPItemText(m_plot);
     label->position->setTypeX(QCPItemPosition::ptPlotCoords);
     label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-    label->position->setCoords(double(m_context), 0.02);
-    label->setPositionAlignment(Qt::AlignTop | Qt::AlignLeft);
+    label->position->setCoords(double(m_context), 0.98);
+    label->setPositionAlignment(Qt::AlignBottom | Qt::AlignLeft);
     label->setText(tr(" prompt: %1").arg(m_context));
     label->setColor(Qt::darkGray);
     m_plot->replot(QCustomPlot::rpQueuedReplot);

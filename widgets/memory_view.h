@@ -11,6 +11,8 @@
 class QCustomPlot;
 class QTableWidget;
 class QLabel;
+class QPushButton;
+class QSpinBox;
 
 namespace kvlens::ui {
 
@@ -25,6 +27,14 @@ public:
     const QTableWidget* table() const { return m_table; }
     const QCustomPlot* plot() const { return m_plot; }
     static std::vector<int64_t> plotContexts();  // 128, 256, ..., 131072
+    // The what-if row: "merge KV heads to [N] [Run]" and its result.
+    QSpinBox* whatIfHeads() const { return m_whatIfHeads; }
+    QPushButton* whatIfButton() const { return m_whatIfRun; }
+    QString whatIfText() const;
+    void showWhatIf(const QString& text, bool ok);
+
+Q_SIGNALS:
+    void whatIfRequested(int kvHeads);
 
 private:
     void refresh();
@@ -35,6 +45,9 @@ private:
     QCustomPlot* m_plot;
     QTableWidget* m_table;
     QLabel* m_caption;
+    QSpinBox* m_whatIfHeads;
+    QPushButton* m_whatIfRun;
+    QLabel* m_whatIfResult;
 };
 
 }  // namespace kvlens::ui

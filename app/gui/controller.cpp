@@ -58,6 +58,9 @@ Controller::Controller(QObject* parent) : QObject(parent), m_worker(new Worker) 
         m_needleCancel.reset();
         Q_EMIT needleFailed(message);
     });
+    connect(m_worker, &Worker::whatIfDone, this, [this](quint64 id, const QString& text, bool ok) {
+        if (id == m_currentWhatIf) Q_EMIT whatIfDone(text, ok);
+    });
     connect(m_worker, &Worker::captureReady, this, &Controller::captureReady);
     connect(m_worker, &Worker::capturesDone, this, &Controller::capturesDone);
     m_debounce.setSingleShot(true);
@@ -218,6 +221,19 @@ void Controller::runNeedle(eval::NeedleGridOptions options) {
     auto cancel = m_needleCancel;
     Worker* w = m_worker;
     QMetaObject::invokeMethod(m_worker, [w, id, options, cancel] { w->runNeedle(id, options, cancel); },
+                              Qt::QueuedConnection);
+}
+
+void Controller::runWhatIf(int kvHeads) {
+    if (!m_modelReady) {
+        Q_EMIT whatIfDone(tr("no model is loaded"), false);
+        return;
+    }
+    m_currentWhatIf = ++m_nextId;
+    const quint64 id = m_currentWhatIf;
+    const QString prompt = currentRequest().prompt;
+    Worker* w = m_worker;
+    QMetaObject::invokeMethod(m_worker, [w, id, prompt, kvHeads] { w->runWhatIf(id, prompt, kvHeads); },
                               Qt::QueuedConnection);
 }
 

@@ -43,6 +43,8 @@ public:
     // is done: runs requested meanwhile wait (the views keep their traces);
     // only cancelNeedle(), a newer grid or a model load stop it.
     void runNeedle(eval::NeedleGridOptions options);
+    // The KV-head what-if on the current prompt (whatIfDone when it is computed).
+    void runWhatIf(int kvHeads);
     void cancelNeedle();
     // Stops the current run (the Cancel button): the views keep what they show.
     void cancelRun();
@@ -96,6 +98,7 @@ Q_SIGNALS:
     void needleProgress(qint64 done, qint64 total);
     void needleReady(const std::shared_ptr<const kvlens::eval::NeedleGridResult>& result);
     void needleFailed(const QString& message);  // empty: cancelled
+    void whatIfDone(const QString& text, bool ok);
     void captureReady(quint64 id, qint64 layer, qint64 head, const std::shared_ptr<const kvlens::Trace>& trace);
     void capturesDone(quint64 id, const QString& error);
 
@@ -115,6 +118,7 @@ private:
     std::shared_ptr<std::atomic<bool>> m_cancel;
     std::shared_ptr<std::atomic<bool>> m_needleCancel;
     quint64 m_currentNeedle = 0;
+    quint64 m_currentWhatIf = 0;
     bool m_modelReady = false, m_busy = false, m_freshRun = false;
     ModelSummary m_model;
     std::shared_ptr<const Tokenizer> m_tokenizer;

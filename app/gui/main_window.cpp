@@ -323,6 +323,8 @@ void MainWindow::connectController() {
     connect(m_policies, &ui::PolicyList::policiesChanged, c, &Controller::setPolicies);
     connect(m_budget, &ui::BudgetEditor::budgetChanged, c, &Controller::setBudget);
     connect(m_budget, &ui::BudgetEditor::budgetChanged, m_memory, &ui::MemoryView::setBudget);
+    connect(m_memory, &ui::MemoryView::whatIfRequested, c, &Controller::runWhatIf);
+    connect(c, &Controller::whatIfDone, m_memory, &ui::MemoryView::showWhatIf);
     connect(m_budget, &ui::BudgetEditor::budgetPreviewed, c, &Controller::setBudget);
     connect(m_comparison, &ui::ComparisonView::selectionChanged, this, [this](int64_t l, int64_t h) {
         m_controller->setSelection(l, h);

@@ -9,7 +9,9 @@
 
 #include "core/error.h"
 #include "core/model/config.h"
+#include "core/model/model.h"
 #include "core/run/session.h"
+#include "core/run/what_if.h"
 
 namespace kvlens::gui {
 
@@ -151,6 +153,31 @@ void Worker::runNeedle(quint64 id, const eval::NeedleGridOptions& options, std::
         Q_EMIT needleFailed(id, QString());
     } catch (const std::exception& e) {
         Q_EMIT needleFailed(id, QString::fromStdString(e.what()));
+    }
+}
+
+void Worker::runWhatIf(quint64 id, const QString& prompt, int kvHeads) {
+    if (!m_model || !m_tokenizer) {
+        Q_EMIT whatIfDone(id, tr("no model is loaded"), false);
+        return;
+    }
+    try {
+        std::vector<int64_t> ids;
+        for (int32_t t : m_tokenizer->encode(prompt.toStdString(), true)) ids.push_back(t);
+        const auto merged = m_model->withMergedKvHeads(kvHeads);
+        const ModelFidelity f = compareModels(*m_model, *merged, ids);
+        Q_EMIT whatIfDone(id,
+                          tr("KV heads merged %1 → %2 by mean-pooling their K/V projections (a model not trained for "
+                             "it): mean KL %3 nats (max %4), top-1 agreement %5 % over the prompt's %6 positions.")
+                              .arg(m_model->config().numKvHeads)
+                              .arg(kvHeads)
+                              .arg(f.meanKl, 0, 'f', 3)
+                              .arg(f.maxKl, 0, 'f', 3)
+                              .arg(100.0 * f.top1, 0, 'f', 1)
+                              .arg(f.positions),
+                          true);
+    } catch (const std::exception& e) {
+        Q_EMIT whatIfDone(id, QString::fromStdString(e.what()), false);
     }
 }
 

@@ -47,8 +47,12 @@ public:
     // the allocator's free memory handed back to the system; the next run
     // starts afresh.
     void releaseSession();
+    // The KV-sharing what-if (core/run/what_if.h): the loaded model with its
+    // KV heads merged to kvHeads against itself on `prompt`; one line of result.
+    void runWhatIf(quint64 id, const QString& prompt, int kvHeads);
 
 Q_SIGNALS:
+    void whatIfDone(quint64 id, const QString& text, bool ok);
     void loadProgress(quint64 id, int percent, const QString& stage);
     // maxPositions: config.json's max_position_embeddings; learnedPositions:
     // the model cannot run past it at all (GPT-2).

@@ -6,6 +6,7 @@
 // restore question waits nothing writes the autosave; a failed export says
 // why and leaves the old file.
 #include <QAbstractButton>
+#include <QDockWidget>
 #include <QImage>
 #include <QMessageBox>
 #include <QProcess>
@@ -15,6 +16,11 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QtTest>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTableWidget>
+
+#include "widgets/memory_view.h"
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -353,6 +359,27 @@ private Q_SLOTS:
         QCOMPARE(w.modelPanel()->directory(), out);
         w.promptEditor()->setText(QStringLiteral("Once upon a time, there was a little girl named Lily."));
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt.startsWith("Once upon"), 60000);
+    }
+
+    // The KV memory dock's what-if: the bundled model's 2 KV heads merged to 1 on the prompt.
+    void memoryDockRunsTheKvHeadWhatIf() {
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        QVERIFY(startOnBundledModel(w, dir, &reported));
+        kvlens::ui::MemoryView* m = w.memoryView();
+        QCOMPARE(m->table()->rowCount(), 6);  // MHA, GQA (the model's), MQA, CLA k=2 and k=3, YOCO
+        QCOMPARE(m->whatIfHeads()->maximum(), 2);
+        m->whatIfHeads()->setValue(1);
+        m->whatIfButton()->click();
+        QTRY_VERIFY_WITH_TIMEOUT(m->whatIfText().startsWith(QStringLiteral("KV heads merged 2 → 1")), 30000);
+        QVERIFY2(m->whatIfText().contains(QStringLiteral("mean KL")), qPrintable(m->whatIfText()));
+        if (qEnvironmentVariableIsSet("KVLENS_SCREENSHOT_DIR")) {  // to look at
+            w.findChild<QDockWidget*>(QStringLiteral("memory"))->raise();
+            w.resize(1400, 900);
+            QTest::qWait(500);
+            w.grab().save(qEnvironmentVariable("KVLENS_SCREENSHOT_DIR") + QStringLiteral("/memory-dock.png"));
+        }
     }
 
     void badInputsLeaveTheWindowWorking() {
