@@ -352,7 +352,9 @@ void MainWindow::connectController() {
     });
     connect(c, &Controller::modelLoaded, this, [this](const ModelSummary& s) {
         m_model->setSummary(s);
-        m_memory->setShape({s.layers, s.heads, s.kvHeads, s.headDim, s.dtype == "f32" ? 4u : 2u});
+        // The element size the run uses, from the summary's own KV formula.
+        const uint64_t perElement = kvBytesPerToken(s.layers, s.kvHeads, s.headDim, 1);
+        m_memory->setShape({s.layers, s.heads, s.kvHeads, s.headDim, perElement ? s.kvBytesPerToken / perElement : 4});
         m_settings.lastModelDir.set(QString::fromStdString(s.directory));
         auto tok = m_controller->tokenizer();
         m_metrics->setTokenPieces([tok](const std::vector<int64_t>& ids) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/config.h"
 #include "core/policy/budget.h"
 
 namespace kvlens {
@@ -28,8 +29,7 @@ struct KvDesign {
     int64_t kvHeads = 0;      // K/V heads stored per such layer
     bool isModel = false;     // the design the model was trained with
     uint64_t bytesPerToken(const KvShape& s) const {
-        return 2ull * static_cast<uint64_t>(storedLayers) * static_cast<uint64_t>(kvHeads) *
-               static_cast<uint64_t>(s.headDim) * s.elementBytes;
+        return kvBytesPerToken(storedLayers, kvHeads, s.headDim, s.elementBytes);
     }
 };
 

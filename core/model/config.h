@@ -23,6 +23,14 @@ struct RopeScaling {
     int64_t originalMaxPositionEmbeddings = 8192;  // llama3
 };
 
+// K and V of `layers` layers of `kvHeads` heads of `headDim`, `elementBytes`
+// each: the one formula for KV memory (ModelConfig, the KV-sharing designs
+// of core/eval/kv_memory.h).
+inline uint64_t kvBytesPerToken(int64_t layers, int64_t kvHeads, int64_t headDim, uint64_t elementBytes) {
+    return 2ull * static_cast<uint64_t>(layers) * static_cast<uint64_t>(kvHeads) * static_cast<uint64_t>(headDim) *
+           elementBytes;
+}
+
 struct ModelConfig {
     Family family = Family::Llama;
     std::string modelType;     // config.json "model_type", verbatim
@@ -50,8 +58,7 @@ struct ModelConfig {
     // What the full cache holds for one token: K and V of every layer and
     // KV head, `elementBytes` each (the one formula for KV memory).
     uint64_t kvBytesPerToken(uint64_t elementBytes) const {
-        return 2ull * static_cast<uint64_t>(numLayers) * static_cast<uint64_t>(numKvHeads) *
-               static_cast<uint64_t>(headDim) * elementBytes;
+        return kvlens::kvBytesPerToken(numLayers, numKvHeads, headDim, elementBytes);
     }
     bool usesRope() const { return family != Family::Gpt2; }
 };
