@@ -14,6 +14,25 @@
 
 namespace kvlens {
 
+namespace {
+
+// The pool a worker thread runs its jobs in (runInParallel), for widenIfAlone.
+struct Pool {
+    std::atomic<size_t> busy{0};  // workers that have not yet run out of jobs
+    int intraOp = 1, blas = 1;    // the threads the caller had
+};
+thread_local Pool* tPool = nullptr;
+thread_local bool tWidened = false;
+
+}  // namespace
+
+void widenIfAlone() {
+    if (!tPool || tWidened || tPool->busy.load(std::memory_order_acquire) != 1) return;
+    at::set_num_threads(tPool->intraOp);
+    setBlasThreads(tPool->blas);
+    tWidened = true;
+}
+
 void runInParallel(size_t jobs, size_t workers, const std::function<void(size_t, const std::atomic<bool>&)>& run,
                    const std::vector<size_t>& order) {
     std::atomic<bool> stop{false};
@@ -26,6 +45,10 @@ void runInParallel(size_t jobs, size_t workers, const std::function<void(size_t,
     // enters a parallel region brings its own team, so W workers at the
     // default would spin W x N threads on N cores.
     const int intraOp = at::get_num_threads(), blas = blasThreads();
+    Pool pool;
+    pool.intraOp = intraOp;
+    pool.blas = blas;
+    pool.busy = std::min(workers, jobs);
     at::set_num_threads(1);
     setBlasThreads(1);  // OpenBLAS's pool is shared by every thread: each job multiplies on its own
     std::atomic<size_t> next{0};
@@ -36,6 +59,15 @@ void runInParallel(size_t jobs, size_t workers, const std::function<void(size_t,
         at::AutoGradMode gradMode(gradEnabled);  // grad and inference mode are thread-local
         c10::InferenceMode inferenceMode(inference);
         at::set_num_threads(1);                  // this thread's OpenMP team size
+        tPool = &pool;
+        tWidened = false;
+        struct Leave {
+            Pool& pool;
+            ~Leave() {
+                pool.busy.fetch_sub(1, std::memory_order_acq_rel);
+                tPool = nullptr;
+            }
+        } leave{pool};
         for (size_t i = next++; i < jobs && !stop.load(); i = next++) {
             try {
                 run(job(i), stop);

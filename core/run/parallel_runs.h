@@ -8,7 +8,9 @@
 // job has failed, jobs not yet started are skipped and `stopRequested`
 // (give it to the jobs' cancel checks) turns true. While workers > 1 each
 // thread runs its ATen ops single-threaded (restored afterwards): the jobs
-// themselves are the parallelism. Internal to core.
+// themselves are the parallelism, until only one job is left running: its
+// thread takes the threads the others freed when it calls widenIfAlone()
+// (between pieces of work: a Session's cancel checks do). Internal to core.
 #include <atomic>
 #include <cstddef>
 #include <functional>
@@ -18,5 +20,10 @@ namespace kvlens {
 
 void runInParallel(size_t jobs, size_t workers, const std::function<void(size_t job, const std::atomic<bool>& stopRequested)>& run,
                    const std::vector<size_t>& order = {});
+
+// In a job of runInParallel: when every other worker has run out of jobs,
+// this thread's ATen ops and BLAS get the caller's thread counts again (once;
+// restored when runInParallel returns). Elsewhere it does nothing.
+void widenIfAlone();
 
 }  // namespace kvlens

@@ -566,13 +566,14 @@ std::string PolicyRun::nonFiniteLogits(int64_t position) const {
            "): the model's weights or config.json produce them, or the values overflow this dtype";
 }
 
-at::Tensor PolicyRun::heldMask(int64_t layer) const {
+at::Tensor PolicyRun::heldMask() const {
     const auto& c = m_model.config();
-    const int64_t T = m_cache.seqLen();
-    at::Tensor mask = at::zeros({c.numKvHeads, T}, at::TensorOptions().dtype(at::kBool));
-    auto acc = mask.accessor<bool, 2>();
-    for (int64_t h = 0; h < c.numKvHeads; ++h)
-        for (int64_t p : m_cache.positions(layer, h)) acc[h][p] = true;
+    const int64_t T = m_cache.seqLen(), H = c.numKvHeads;
+    at::Tensor mask = at::zeros({c.numLayers, H, T}, at::TensorOptions().dtype(at::kBool));
+    bool* m = mask.data_ptr<bool>();
+    for (int64_t l = 0; l < c.numLayers; ++l)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t p : m_cache.positions(l, h)) m[(l * H + h) * T + p] = true;
     return mask;
 }
 

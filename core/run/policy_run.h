@@ -128,8 +128,8 @@ public:
     // attention by token position [Hq, T] (0 where not held).
     const std::vector<at::Tensor>& lastOutputs() const { return m_lastOutputs; }
     const std::vector<at::Tensor>& lastAttention() const { return m_lastAttention; }
-    // [Hkv, T] bool: which token positions a layer's KV heads hold.
-    at::Tensor heldMask(int64_t layer) const;
+    // [L, Hkv, T] bool on the CPU: which token positions each layer's KV heads hold.
+    at::Tensor heldMask() const;
 
     // Seconds spent inside the policy so far (observe and the attention
     // re-ordered for it, plan, the cache's apply, the trace record): what

@@ -98,6 +98,7 @@ struct Session::Impl {
     std::vector<std::shared_ptr<const Trace>> previousTraces;  // that Session's, step by step
     std::vector<int64_t> previousTokens;
     int64_t catchUp = 0;                           // before this step only the runs computed here step
+    std::vector<at::Tensor> logp;                  // per run: [V] double log-probabilities measure() computed after the last token
     Reuse reused;
 
     // Whether run r's result at `step` is computed here (not taken over from previousTraces).
@@ -121,12 +122,21 @@ struct Session::Impl {
     // `job(r, check)` for each r of `which`, started in that order (give
     // the longest first); `check` throws Cancelled when the flag is raised
     // or another run failed.
+    // The last run still reading takes the threads the others freed, where
+    // its products are big enough to gain from them: at SmolLM2-135M's shape
+    // (135 M parameters, 2 threads) a budget edit's StreamingLLM read took
+    // 1.3-1.6 s instead of 1.5-2.2 s; on the bundled model (0.6 M) starting
+    // a second thread's team mid-read cost more than it saved (a refresh from
+    // scratch 175-223 ms instead of 55-63 ms).
+    static constexpr int64_t kWidenParameters = 16'000'000;
     void runInRuns(const std::vector<size_t>& which, const std::function<void(size_t, const std::function<void()>&)>& job) {
         const size_t workers = model->device().is_cpu() ? static_cast<size_t>(std::max(1, at::get_num_threads())) : 1;
+        const bool widen = model->parameterCount() >= kWidenParameters;
         runInParallel(which.size(), workers, [&](size_t i, const std::atomic<bool>& stop) {
             job(which[i], [&] {
                 if (stop.load(std::memory_order_relaxed)) throw Cancelled{};
                 checkCancel();
+                if (widen) widenIfAlone();
             });
         });
     }
@@ -508,7 +518,8 @@ std::shared_ptr<const Trace> Session::Impl::step() {
         // The token read next is the target every run's last prediction is scored on.
         for (size_t r = 0; r < R; ++r)
             if (failure[r].empty() && computed(r, s + 1))
-                metrics[r].back().targetLogProb = at::log_softmax(runs[r]->logits().to(at::kDouble), -1)[t].item<double>();
+                metrics[r].back().targetLogProb =
+                    (logp[r].defined() ? logp[r] : at::log_softmax(runs[r]->logits().to(at::kDouble), -1))[t].item<double>();
     } else {
         for (size_t r = 0; r < R; ++r)
             if (failure[r].empty() && computed(r, s + 1)) next[r] = samplers[r].next(runs[r]->logits());
@@ -569,6 +580,8 @@ void Session::Impl::measure() {
         }
     }
     const FullStep& full = computed(0, steps) ? fresh : fullSteps.at(static_cast<size_t>(steps));
+    at::Tensor fullP;  // the full cache's probabilities, once for every run's KL
+    logp.assign(runs.size(), at::Tensor());
     for (size_t r = 1; r < runs.size(); ++r)
         if (failure[r].empty() && computed(r, steps)) failure[r] = runs[r]->nonFiniteLogits(position);
     for (size_t r = 0; r < runs.size(); ++r) {
@@ -583,8 +596,9 @@ void Session::Impl::measure() {
             // Each run read its own text: no distribution of the full cache's to compare with.
             sm.kl = sm.retainedMass = sm.outputCosine = std::nan("");
         } else {
-            at::Tensor logp = at::log_softmax(run.logits().to(at::kDouble), -1);
-            sm.kl = (full.logp.exp() * (full.logp - logp)).sum().item<double>();
+            if (!fullP.defined()) fullP = full.logp.exp();
+            logp[r] = at::log_softmax(run.logits().to(at::kDouble), -1);
+            sm.kl = (fullP * (full.logp - logp[r])).sum().item<double>();
         }
         fidelity[r].assign(c.numLayers, {});
         if (!opt.teacherForced) {  // different contexts: nothing to compare per layer
@@ -592,9 +606,7 @@ void Session::Impl::measure() {
             continue;
         }
         // Every layer at once: [L, Hq] retained mass and output cosine.
-        std::vector<at::Tensor> masks;
-        for (int64_t l = 0; l < c.numLayers; ++l) masks.push_back(run.heldMask(l));
-        const at::Tensor held = at::stack(masks).repeat_interleave(c.groupSize(), 1).to(at::kFloat);  // [L, Hq, T]
+        const at::Tensor held = run.heldMask().repeat_interleave(c.groupSize(), 1).to(at::kFloat);  // [L, Hq, T]
         const at::Tensor mass = (full.attn * held).sum(-1).contiguous();
         const at::Tensor cos =
             at::cosine_similarity(at::stack(run.lastOutputs()), full.outputs, -1).to(at::kCPU, at::kFloat).contiguous();

@@ -5,14 +5,17 @@
 // fallback.
 #include <gtest/gtest.h>
 
+#include <ATen/Parallel.h>
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/cpu_tuning.h"
@@ -97,4 +100,37 @@ TEST(ParallelRuns, JobsStartInTheGivenOrder) {
     kvlens::runInParallel(5, 2, note, {4, 3, 2, 1, 0});
     std::sort(started.begin(), started.end());
     EXPECT_EQ(started, (std::vector<size_t>{0, 1, 2, 3, 4}));
+}
+
+// The last job still running takes the threads the finished ones freed (at
+// its next widenIfAlone), and only then; the caller's counts come back after.
+TEST(ParallelRuns, TheLastJobRunningTakesTheFreedThreads) {
+    const int intraBefore = at::get_num_threads(), blasBefore = kvlens::blasThreads();
+    at::set_num_threads(2);
+    if (blasBefore >= 0) kvlens::setBlasThreads(2);
+    std::atomic<bool> shortDone{false};
+    int afterwards = 0, blasAfterwards = 0, shortSaw = 0;
+    kvlens::runInParallel(2, 2, [&](size_t job, const std::atomic<bool>&) {
+        if (job == 1) {  // the short one
+            kvlens::widenIfAlone();  // the long one still runs: nothing changes
+            shortSaw = at::get_num_threads();
+            shortDone = true;
+            return;
+        }
+        while (!shortDone.load()) std::this_thread::yield();
+        for (int i = 0; i < 2000 && at::get_num_threads() == 1; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            kvlens::widenIfAlone();
+        }
+        afterwards = at::get_num_threads();
+        blasAfterwards = kvlens::blasThreads();
+    }, {0, 1});
+    EXPECT_EQ(shortSaw, 1) << "a job widened while another still ran";
+    EXPECT_EQ(afterwards, 2) << "the last job running kept one thread";
+    if (blasBefore >= 0) EXPECT_EQ(blasAfterwards, 2);
+    EXPECT_EQ(at::get_num_threads(), 2);
+    kvlens::widenIfAlone();  // outside runInParallel: nothing
+    EXPECT_EQ(at::get_num_threads(), 2);
+    at::set_num_threads(intraBefore);
+    if (blasBefore >= 0) kvlens::setBlasThreads(blasBefore);
 }

@@ -1,5 +1,6 @@
 #include "tests/support/trace_compare.h"
 
+#include <iomanip>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -54,7 +55,7 @@ void expectSameTraces(const std::vector<std::shared_ptr<const Trace>>& got,
                 EXPECT_TRUE(close(a.kl, b.kl, tol)) << run << " kl " << a.kl << " vs " << b.kl;
                 EXPECT_TRUE(close(a.targetLogProb, b.targetLogProb, tol)) << run;
                 EXPECT_TRUE(close(a.retainedMass, b.retainedMass, tol)) << run;
-                EXPECT_TRUE(close(a.outputCosine, b.outputCosine, tol)) << run;
+                EXPECT_TRUE(close(a.outputCosine, b.outputCosine, tol)) << run << " cos " << std::setprecision(17) << a.outputCosine << " vs " << b.outputCosine;
             }
             const std::vector<float> ga = g.attention[r].dense(), wa = w.attention[r].dense();
             ASSERT_EQ(ga.size(), wa.size()) << run;
