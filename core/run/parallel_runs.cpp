@@ -44,11 +44,10 @@ void runInParallel(size_t jobs, size_t workers, const std::function<void(size_t,
     // Each worker runs its ops on one thread: with OpenMP every thread that
     // enters a parallel region brings its own team, so W workers at the
     // default would spin W x N threads on N cores.
-    const int intraOp = at::get_num_threads(), blas = blasThreads();
     Pool pool;
-    pool.intraOp = intraOp;
-    pool.blas = blas;
     pool.busy = std::min(workers, jobs);
+    pool.intraOp = at::get_num_threads();
+    pool.blas = blasThreads();
     at::set_num_threads(1);
     setBlasThreads(1);  // OpenBLAS's pool is shared by every thread: each job multiplies on its own
     std::atomic<size_t> next{0};
@@ -82,8 +81,8 @@ void runInParallel(size_t jobs, size_t workers, const std::function<void(size_t,
     for (size_t w = 1; w < std::min(workers, jobs); ++w) threads.emplace_back(work);
     work();
     for (auto& t : threads) t.join();
-    at::set_num_threads(intraOp);
-    setBlasThreads(blas);
+    at::set_num_threads(pool.intraOp);
+    setBlasThreads(pool.blas);
     if (error) std::rethrow_exception(error);
 }
 

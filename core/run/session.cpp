@@ -121,13 +121,14 @@ struct Session::Impl {
     // is a chain of small ops that gains nothing from more threads).
     // `job(r, check)` for each r of `which`, started in that order (give
     // the longest first); `check` throws Cancelled when the flag is raised
-    // or another run failed.
-    // The last run still reading takes the threads the others freed, where
-    // its products are big enough to gain from them: at SmolLM2-135M's shape
-    // (135 M parameters, 2 threads) a budget edit's StreamingLLM read took
-    // 1.3-1.6 s instead of 1.5-2.2 s; on the bundled model (0.6 M) starting
-    // a second thread's team mid-read cost more than it saved (a refresh from
-    // scratch 175-223 ms instead of 55-63 ms).
+    // or another run failed. In `check` the last run still reading takes the
+    // threads the others freed (widenIfAlone), where its products are big
+    // enough to gain from them. On this project's 2-core machine, whose two
+    // cores behave like one for compute, it gains little: at SmolLM2-135M's
+    // shape a budget edit's prompt trace came at 1656 ms instead of 1769 ms
+    // (medians of 9, interleaved); on the bundled model (0.6 M parameters)
+    // starting a second thread's team mid-read cost more than it saved
+    // (a refresh from scratch 175-223 ms instead of 55-63 ms).
     static constexpr int64_t kWidenParameters = 16'000'000;
     void runInRuns(const std::vector<size_t>& which, const std::function<void(size_t, const std::function<void()>&)>& job) {
         const size_t workers = model->device().is_cpu() ? static_cast<size_t>(std::max(1, at::get_num_threads())) : 1;
@@ -518,7 +519,7 @@ std::shared_ptr<const Trace> Session::Impl::step() {
         // The token read next is the target every run's last prediction is scored on.
         for (size_t r = 0; r < R; ++r)
             if (failure[r].empty() && computed(r, s + 1))
-                metrics[r].back().targetLogProb =
+                metrics[r].back().targetLogProb =  // a run taken over until this step has none measured here
                     (logp[r].defined() ? logp[r] : at::log_softmax(runs[r]->logits().to(at::kDouble), -1))[t].item<double>();
     } else {
         for (size_t r = 0; r < R; ++r)
