@@ -90,5 +90,6 @@ void addNeedleCommand(CLI::App& app);
 void addExportCommand(CLI::App& app);
 void addImportCommand(CLI::App& app);
 void addMemoryCommand(CLI::App& app);
+void addSweepCommand(CLI::App& app);
 
 }  // namespace kvlens::cli

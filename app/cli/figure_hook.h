@@ -13,6 +13,9 @@
 namespace kvlens::eval {
 struct NeedleGridResult;
 }
+namespace kvlens::sweep {
+struct FidelityCurve;
+}
 
 namespace kvlens::cli {
 
@@ -35,5 +38,10 @@ void exportGridFigure(const std::vector<FigureRequest>& panels, int columns, con
 // The needle grid as the GUI's Export needle grid draws it: one context ×
 // depth heatmap per policy and budget, colour = exact match, shared scale.
 void exportNeedleFigure(const eval::NeedleGridResult& grid, double scale, const std::string& file);
+// A merged sweep's fidelity against budget (widgets/fidelity_figure.h).
+void exportFidelityFigure(const std::vector<sweep::FidelityCurve>& curves, const std::string& title, double scale,
+                          const std::string& file);
+// False in a build without the GUI's widgets (every export above then throws ArgumentError).
+bool figuresAvailable();
 
 }  // namespace kvlens::cli

@@ -18,4 +18,10 @@ void exportGridFigure(const std::vector<FigureRequest>&, int, const std::string&
 
 void exportNeedleFigure(const eval::NeedleGridResult&, double, const std::string& file) { noFigures(file); }
 
+void exportFidelityFigure(const std::vector<sweep::FidelityCurve>&, const std::string&, double, const std::string& file) {
+    noFigures(file);
+}
+
+bool figuresAvailable() { return false; }
+
 }  // namespace kvlens::cli

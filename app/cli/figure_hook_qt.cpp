@@ -9,6 +9,7 @@
 
 #include "app/cli/figure_hook.h"
 #include "core/error.h"
+#include "widgets/fidelity_figure.h"
 #include "widgets/figure.h"
 #include "widgets/needle_view.h"
 
@@ -89,5 +90,15 @@ void exportNeedleFigure(const eval::NeedleGridResult& grid, double scale, const 
     const QString error = ui::writeNeedleFigure(QString::fromStdString(file), view, scale, QString::fromStdString(grid.model));
     if (!error.isEmpty()) throw ArgumentError(error.toStdString());
 }
+
+void exportFidelityFigure(const std::vector<sweep::FidelityCurve>& curves, const std::string& title, double scale,
+                          const std::string& file) {
+    ensureGuiApp();
+    const QString t = QString::fromStdString(title);
+    write(file, ui::fidelityFigureSize(), scale,
+          [&](QPainter& p, const QRectF& area) { ui::paintFidelityFigure(p, area, curves, t); }, t);
+}
+
+bool figuresAvailable() { return true; }
 
 }  // namespace kvlens::cli

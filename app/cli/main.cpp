@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
     kvlens::cli::addTrainCommand(app);
     kvlens::cli::addImportCommand(app);
     kvlens::cli::addMemoryCommand(app);
+    kvlens::cli::addSweepCommand(app);
     if (argc > 1 && argv[1][0] != '-') {
         std::string known;
         bool found = false;

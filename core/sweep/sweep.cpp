@@ -1,0 +1,586 @@
+#include "core/sweep/sweep.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/eval/needle_grid.h"
+#include "core/io/read_file.h"
+#include "core/io/needle_io.h"
+#include "core/io/safe_file.h"
+#include "core/paths.h"
+
+namespace kvlens::sweep {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const char* taskName(Task t) { return t == Task::Needle ? "needle" : "fidelity"; }
+
+namespace {
+
+std::string number(double v) {
+    char out[40];
+    std::snprintf(out, sizeof out, "%.17g", v);
+    return out;
+}
+
+std::string hex64(uint64_t h) {
+    char out[17];
+    std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+    return out;
+}
+
+uint64_t fnv1a(std::string_view bytes) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : bytes) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+// NaN and infinities are null in JSON: never a number made of NaN.
+json metric(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+double metricFrom(const json& j, const char* name) {
+    const auto it = j.find(name);
+    if (it == j.end() || it->is_null()) return std::nan("");
+    return it->get<double>();
+}
+
+// Reads one field of the sweep file, naming it when it is the wrong type.
+template <class T>
+T field(const json& j, const std::string& path, const std::string& name, const T& fallback, bool required = false) {
+    const auto it = j.find(name);
+    if (it == j.end()) {
+        if (required) throw ArgumentError("\"" + path + name + "\" is missing");
+        return fallback;
+    }
+    try {
+        return it->get<T>();
+    } catch (const json::exception&) {
+        throw ArgumentError("\"" + path + name + "\" is " + it->dump() + ", not the expected type");
+    }
+}
+
+fs::path resolveAgainst(const fs::path& base, const std::string& p) {
+    const fs::path path(p);
+    return (path.is_absolute() ? path : base / path).lexically_normal();
+}
+
+}  // namespace
+
+SweepSpec readSweepFile(const fs::path& file) {
+    const std::string text = readRegularFile(file);
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::exception& e) {
+        throw FormatError(file.string(), std::string("not JSON: ") + e.what());
+    }
+    return parseSweep(j, file);
+}
+
+SweepSpec parseSweep(const json& j, const fs::path& file) {
+    SweepSpec s;
+    s.file = file;
+    const fs::path base = file.has_parent_path() ? file.parent_path() : fs::path(".");
+    try {
+        if (!j.is_object()) throw ArgumentError("a sweep file is a JSON object");
+        if (field<std::string>(j, "", "format", "") != "kvlens-sweep")
+            throw ArgumentError("\"format\" must be \"kvlens-sweep\"");
+        if (field<int>(j, "", "version", 0, true) != 1)
+            throw ArgumentError("\"version\" " + j.at("version").dump() + " is not supported (this KVLens reads 1)");
+        static const std::set<std::string> known{"format", "version", "name", "output", "models", "task",
+                                                 "policies", "budgets", "contexts", "depths", "seeds", "needle",
+                                                 "fidelity", "run", "shards"};
+        for (const auto& [k, v] : j.items())
+            if (!known.count(k)) throw ArgumentError("unknown field \"" + k + "\"");
+        s.name = field<std::string>(j, "", "name", file.stem().string());
+        const std::string out = field<std::string>(j, "", "output", file.stem().string() + ".sweep");
+        if (out.empty()) throw ArgumentError("\"output\" is empty: expected a folder");
+        s.output = resolveAgainst(base, out);
+        s.models = field<std::vector<std::string>>(j, "", "models", {"bundled"});
+        if (s.models.empty()) throw ArgumentError("\"models\" is empty: expected \"bundled\" or model folders");
+        for (const auto& m : s.models)
+            s.modelDirs.push_back(m == "bundled" ? bundledModelDir() : resolveAgainst(base, m));
+        const std::string task = field<std::string>(j, "", "task", "needle");
+        if (task == "needle") s.tasks = {Task::Needle};
+        else if (task == "fidelity") s.tasks = {Task::Fidelity};
+        else if (task == "both") s.tasks = {Task::Needle, Task::Fidelity};
+        else throw ArgumentError("\"task\" is \"" + task + "\": expected needle, fidelity or both");
+        for (const auto& p : field<std::vector<std::string>>(j, "", "policies", {}, true)) {
+            try {
+                PolicyConfig c = parsePolicySpec(p);
+                if (isFullCache(c)) continue;  // always run
+                s.policies.push_back(std::move(c));
+            } catch (const ArgumentError& e) {
+                throw ArgumentError("\"policies\": " + std::string(e.what()));
+            }
+        }
+        for (const auto& b : field<std::vector<std::string>>(j, "", "budgets", {})) {
+            try {
+                s.budgets.push_back(b.find(',') != std::string::npos ? parseLayerBudgets(b) : parseBudget(b));
+            } catch (const ArgumentError& e) {
+                throw ArgumentError("\"budgets\": " + std::string(e.what()));
+            }
+        }
+        if (!s.policies.empty() && s.budgets.empty()) throw ArgumentError("\"budgets\" is missing: the policies need a budget");
+        if (s.policies.empty()) s.budgets.clear();
+        s.contexts = field<std::vector<int64_t>>(j, "", "contexts", {}, true);
+        if (s.contexts.empty()) throw ArgumentError("\"contexts\" is empty: expected prompt lengths in tokens");
+        for (int64_t c : s.contexts)
+            if (c < 2) throw ArgumentError("\"contexts\": " + std::to_string(c) + " is not a prompt length (at least 2)");
+        for (double d : field<std::vector<double>>(j, "", "depths", {0, 25, 50, 75, 100})) {
+            if (!(d >= 0 && d <= 100)) throw ArgumentError("\"depths\": " + number(d) + " is not a percentage in [0, 100]");
+            s.depths.push_back(d / 100.0);
+        }
+        if (s.depths.empty()) throw ArgumentError("\"depths\" is empty");
+        s.seeds = field<std::vector<uint64_t>>(j, "", "seeds", {1});
+        if (s.seeds.empty()) throw ArgumentError("\"seeds\" is empty");
+        for (const auto* axis : {"contexts", "depths", "seeds", "policies", "budgets", "models"}) {
+            if (!j.contains(axis)) continue;
+            std::set<std::string> seen;
+            for (const auto& v : j.at(axis))
+                if (!seen.insert(v.dump()).second) throw ArgumentError("\"" + std::string(axis) + "\" lists " + v.dump() + " twice");
+        }
+
+        json fingerprint = json::object();
+        const json needle = field<json>(j, "", "needle", json::object());
+        if (!needle.is_object()) throw ArgumentError("\"needle\" is not an object");
+        s.maxNewTokens = field<int64_t>(needle, "needle.", "max_new_tokens", 0);
+        if (s.maxNewTokens < 0) throw ArgumentError("\"needle.max_new_tokens\" must not be negative");
+        fingerprint["max_new_tokens"] = s.maxNewTokens;
+        const std::string hay = field<std::string>(needle, "needle.", "haystack_file", "");
+        if (!hay.empty() || needle.contains("needle") || needle.contains("question") || needle.contains("answer")) {
+            eval::UserNeedle u;
+            if (hay.empty()) throw ArgumentError("\"needle.haystack_file\" is missing: a user needle needs it");
+            u.haystack = readRegularFile(resolveAgainst(base, hay), 64ull << 20);
+            u.needle = field<std::string>(needle, "needle.", "needle", "", true);
+            u.question = field<std::string>(needle, "needle.", "question", "", true);
+            u.answer = field<std::string>(needle, "needle.", "answer", "", true);
+            fingerprint["user"] = {hex64(fnv1a(u.haystack)), u.needle, u.question, u.answer};
+            s.userNeedle = std::move(u);
+        }
+        const json fid = field<json>(j, "", "fidelity", json::object());
+        if (!fid.is_object()) throw ArgumentError("\"fidelity\" is not an object");
+        s.fidelitySteps = field<int64_t>(fid, "fidelity.", "steps", 32);
+        if (s.fidelitySteps < 1) throw ArgumentError("\"fidelity.steps\" must be at least 1");
+        const std::string text = field<std::string>(fid, "fidelity.", "text_file", "");
+        const bool fidelity = std::find(s.tasks.begin(), s.tasks.end(), Task::Fidelity) != s.tasks.end();
+        if (fidelity) {
+            if (text.empty()) throw ArgumentError("\"fidelity.text_file\" is missing: the fidelity task reads a text");
+            s.fidelityText = resolveAgainst(base, text);
+            fingerprint["fidelity"] = {hex64(fnv1a(readRegularFile(s.fidelityText, 64ull << 20))), s.fidelitySteps};
+        }
+        const json run = field<json>(j, "", "run", json::object());
+        if (!run.is_object()) throw ArgumentError("\"run\" is not an object");
+        s.run.device = field<std::string>(run, "run.", "device", "auto");
+        s.run.dtype = field<std::string>(run, "run.", "dtype", "auto");
+        s.run.threads = field<int>(run, "run.", "threads", 1);
+        if (s.run.threads < 0) throw ArgumentError("\"run.threads\" must not be negative");
+        fingerprint["run"] = {s.run.device, s.run.dtype, s.run.threads};
+        s.shards = field<int>(j, "", "shards", 1);
+        if (s.shards < 1) throw ArgumentError("\"shards\" must be at least 1");
+        s.fingerprint = hex64(fnv1a(fingerprint.dump()));
+    } catch (const ArgumentError& e) {
+        throw FormatError(file.string(), e.what());
+    } catch (const FormatError&) {
+        throw;
+    }
+    return s;
+}
+
+std::string Probe::key(const SweepSpec& spec) const {
+    std::string k = std::string(taskName(task)) + "|" + spec.models[model] + "|" + std::to_string(context);
+    if (task == Task::Needle) k += "|" + number(depth);
+    return k + "|" + std::to_string(seed);
+}
+
+std::vector<Probe> probes(const SweepSpec& s) {
+    std::vector<Probe> out;
+    for (size_t m = 0; m < s.models.size(); ++m)
+        for (Task t : s.tasks)
+            for (int64_t c : s.contexts) {
+                const std::vector<double> depths = t == Task::Needle ? s.depths : std::vector<double>{0};
+                for (double d : depths)
+                    for (uint64_t seed : s.seeds) out.push_back({t, m, c, d, seed});
+            }
+    return out;
+}
+
+std::vector<std::pair<std::string, std::string>> probeCells(const SweepSpec& s) {
+    std::vector<std::pair<std::string, std::string>> out{{fullCachePolicy().id, "-"}};
+    for (const auto& b : s.budgets)
+        for (const auto& p : s.policies) out.emplace_back(p.label(), b.text());
+    return out;
+}
+
+int64_t cellCount(const SweepSpec& s) { return static_cast<int64_t>(probes(s).size() * probeCells(s).size()); }
+
+std::string Shard::text() const { return std::to_string(index) + "/" + std::to_string(count); }
+
+Shard parseShard(const std::string& text, const std::string& flag) {
+    const auto slash = text.find('/');
+    auto bad = [&] { return ArgumentError(flag + ": '" + text + "' is not I/N (shard I of N, 0 <= I < N)"); };
+    if (slash == std::string::npos) throw bad();
+    try {
+        size_t a = 0, b = 0;
+        const std::string i = text.substr(0, slash), n = text.substr(slash + 1);
+        const long index = std::stol(i, &a), count = std::stol(n, &b);
+        if (a != i.size() || b != n.size() || count < 1 || index < 0 || index >= count || count > 100000) throw bad();
+        return {static_cast<int>(index), static_cast<int>(count)};
+    } catch (const std::logic_error&) {
+        throw bad();
+    }
+}
+
+std::pair<size_t, size_t> shardRange(size_t n, const Shard& s) {
+    const auto count = static_cast<size_t>(s.count), index = static_cast<size_t>(s.index);
+    return {n * index / count, n * (index + 1) / count};
+}
+
+json toJson(const ProbeResult& r, const SweepSpec& spec) {
+    json cells = json::array();
+    for (const auto& c : r.cells) {
+        json o{{"policy", c.policy}, {"budget", c.budget}, {"prompt_tokens", c.promptTokens},
+               {"budget_tokens", metric(c.budgetTokens)}};
+        if (r.probe.task == Task::Needle) {
+            o["exact"] = metric(c.exact);
+            o["overlap"] = metric(c.overlap);
+            o["answer"] = c.answer;
+            o["expected"] = c.expected;
+        } else {
+            o["kl"] = metric(c.kl);
+            o["top1"] = metric(c.top1);
+            o["perplexity"] = metric(c.perplexity);
+            o["retained_mass"] = metric(c.retainedMass);
+            o["output_cosine"] = metric(c.outputCosine);
+        }
+        cells.push_back(std::move(o));
+    }
+    json j{{"probe", r.key},
+           {"task", taskName(r.probe.task)},
+           {"model", spec.models[r.probe.model]},
+           {"context", r.probe.context},
+           {"seed", r.probe.seed},
+           {"fingerprint", r.fingerprint},
+           {"status", r.failed ? "failed" : "done"},
+           {"seconds", r.seconds},
+           {"host", r.host}};
+    if (r.probe.task == Task::Needle) j["depth"] = r.probe.depth;
+    if (r.failed) j["error"] = r.error;
+    else j["cells"] = std::move(cells);
+    return j;
+}
+
+ProbeResult probeResultFromJson(const json& j, const SweepSpec& spec, const std::string& where) {
+    try {
+        ProbeResult r;
+        r.key = j.at("probe").get<std::string>();
+        const std::string task = j.at("task").get<std::string>();
+        if (task != "needle" && task != "fidelity") throw FormatError(where, "\"task\" is \"" + task + "\"");
+        r.probe.task = task == "needle" ? Task::Needle : Task::Fidelity;
+        const std::string model = j.at("model").get<std::string>();
+        const auto m = std::find(spec.models.begin(), spec.models.end(), model);
+        r.probe.model = static_cast<size_t>(m - spec.models.begin());  // == size(): not this sweep's model
+        r.probe.context = j.at("context").get<int64_t>();
+        r.probe.seed = j.at("seed").get<uint64_t>();
+        r.probe.depth = j.value("depth", 0.0);
+        r.fingerprint = j.at("fingerprint").get<std::string>();
+        const std::string status = j.at("status").get<std::string>();
+        if (status != "done" && status != "failed") throw FormatError(where, "\"status\" is \"" + status + "\"");
+        r.failed = status == "failed";
+        r.error = j.value("error", "");
+        r.seconds = j.value("seconds", 0.0);
+        r.host = j.value("host", "");
+        for (const auto& c : j.value("cells", json::array())) {
+            CellResult cell;
+            cell.policy = c.at("policy").get<std::string>();
+            cell.budget = c.at("budget").get<std::string>();
+            cell.promptTokens = c.value("prompt_tokens", int64_t{0});
+            cell.budgetTokens = metricFrom(c, "budget_tokens");
+            if (r.probe.task == Task::Needle) {
+                cell.exact = metricFrom(c, "exact");
+                cell.overlap = metricFrom(c, "overlap");
+                cell.answer = c.value("answer", "");
+                cell.expected = c.value("expected", "");
+            } else {
+                cell.kl = metricFrom(c, "kl");
+                cell.top1 = metricFrom(c, "top1");
+                cell.perplexity = metricFrom(c, "perplexity");
+                cell.retainedMass = metricFrom(c, "retained_mass");
+                cell.outputCosine = metricFrom(c, "output_cosine");
+            }
+            r.cells.push_back(std::move(cell));
+        }
+        return r;
+    } catch (const json::exception& e) {
+        throw FormatError(where, e.what());
+    }
+}
+
+fs::path shardFile(const SweepSpec& spec, const Shard& shard) {
+    char name[64];
+    std::snprintf(name, sizeof name, "shard-%04d-of-%04d.jsonl", shard.index, shard.count);
+    return spec.output / "results" / name;
+}
+
+std::vector<ProbeResult> readResults(const SweepSpec& spec) {
+    std::vector<ProbeResult> out;
+    const fs::path dir = spec.output / "results";
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return out;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().extension() == ".jsonl" && e.path().filename().string().rfind("shard-", 0) == 0) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+        std::istringstream in(readRegularFile(f));
+        std::string line;
+        for (int n = 1; std::getline(in, line); ++n) {
+            if (line.empty()) continue;
+            const std::string where = f.string() + " line " + std::to_string(n);
+            json j;
+            try {
+                j = json::parse(line);
+            } catch (const json::exception& e) {
+                throw FormatError(where, std::string("not a JSON result line: ") + e.what());
+            }
+            out.push_back(probeResultFromJson(j, spec, where));
+        }
+    }
+    return out;
+}
+
+void appendResult(const SweepSpec& spec, const Shard& shard, const ProbeResult& result) {
+    const fs::path file = shardFile(spec, shard);
+    std::error_code ec;
+    fs::create_directories(file.parent_path(), ec);
+    if (ec) throw IoError("cannot create " + file.parent_path().string() + ": " + ec.message());
+    std::string text;
+    if (fs::exists(file)) text = readRegularFile(file);
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    text += toJson(result, spec).dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    writeFileAtomically(file, text);
+}
+
+namespace {
+
+// For each probe key, the result that counts: the first done under the current fingerprint.
+std::map<std::string, const ProbeResult*> current(const SweepSpec& spec, const std::vector<ProbeResult>& results) {
+    std::map<std::string, const ProbeResult*> out;
+    for (const auto& r : results)
+        if (!r.failed && r.fingerprint == spec.fingerprint && !out.count(r.key)) out[r.key] = &r;
+    return out;
+}
+
+}  // namespace
+
+SweepStatus sweepStatus(const SweepSpec& spec, const std::vector<ProbeResult>& results) {
+    SweepStatus st;
+    const auto all = probes(spec);
+    const auto perProbe = static_cast<int64_t>(probeCells(spec).size());
+    st.probes = static_cast<int64_t>(all.size());
+    st.cells = st.probes * perProbe;
+    const auto done = current(spec, results);
+    std::set<std::string> keys;
+    for (const auto& p : all) {
+        const std::string k = p.key(spec);
+        keys.insert(k);
+        if (done.count(k)) {
+            ++st.doneProbes;
+            st.doneCells += perProbe;
+        } else {
+            st.missing.push_back(k);
+        }
+    }
+    std::map<std::string, std::string> failed;
+    for (const auto& r : results) {
+        if (!keys.count(r.key)) ++st.foreign;
+        else if (r.fingerprint != spec.fingerprint) ++st.stale;
+        else if (r.failed && !done.count(r.key)) failed[r.key] = r.error;
+    }
+    st.failed.assign(failed.begin(), failed.end());
+    return st;
+}
+
+std::vector<Probe> pendingProbes(const SweepSpec& spec, const Shard& shard, const std::vector<ProbeResult>& results) {
+    const auto all = probes(spec);
+    const auto [first, last] = shardRange(all.size(), shard);
+    const auto done = current(spec, results);
+    std::vector<Probe> out;
+    for (size_t i = first; i < last; ++i)
+        if (!done.count(all[i].key(spec))) out.push_back(all[i]);
+    return out;
+}
+
+std::vector<int> shardsWithWork(const SweepSpec& spec, int count, const std::vector<ProbeResult>& results) {
+    std::vector<int> out;
+    for (int i = 0; i < count; ++i)
+        if (!pendingProbes(spec, {i, count}, results).empty()) out.push_back(i);
+    return out;
+}
+
+Merged mergeResults(const SweepSpec& spec, const std::vector<ProbeResult>& results) {
+    Merged m;
+    m.status = sweepStatus(spec, results);
+    const auto done = current(spec, results);
+    for (const auto& p : probes(spec)) {
+        const auto it = done.find(p.key(spec));
+        if (it == done.end()) continue;
+        for (const auto& c : it->second->cells) m.cells.push_back({p, c});
+    }
+    return m;
+}
+
+std::string modelName(const SweepSpec& spec, size_t model) {
+    const fs::path& d = spec.modelDirs[model];
+    std::string name = d.filename().string();
+    if (name.empty()) name = d.parent_path().filename().string();
+    return name;
+}
+
+bool Merged::hasTask(Task t, size_t model) const {
+    return std::any_of(cells.begin(), cells.end(),
+                       [&](const MergedCell& c) { return c.probe.task == t && c.probe.model == model; });
+}
+
+eval::NeedleGridResult Merged::needleGrid(const SweepSpec& spec, size_t model) const {
+    eval::NeedleGridResult g;
+    g.model = modelName(spec, model);
+    g.options.contexts = spec.contexts;
+    g.options.depths = spec.depths;
+    g.options.policies = spec.policies;
+    g.options.budgets = spec.budgets;
+    g.options.samples = static_cast<int64_t>(spec.seeds.size());
+    g.options.seed = spec.seeds.front();
+    g.options.maxNewTokens = spec.maxNewTokens;
+    g.options.user = spec.userNeedle;
+    for (int64_t ctx : spec.contexts)
+        for (double d : spec.depths)
+            for (const auto& [policy, budget] : probeCells(spec)) {
+                eval::NeedleCell cell{ctx, d, policy, budget};
+                for (const auto& mc : cells) {
+                    const Probe& p = mc.probe;
+                    if (p.task != Task::Needle || p.model != model || p.context != ctx || p.depth != d ||
+                        mc.cell.policy != policy || mc.cell.budget != budget)
+                        continue;
+                    const double n = static_cast<double>(cell.answers.size());
+                    cell.exact = (cell.exact * n + mc.cell.exact) / (n + 1);
+                    cell.overlap = (cell.overlap * n + mc.cell.overlap) / (n + 1);
+                    cell.promptTokens = mc.cell.promptTokens;
+                    cell.answers.push_back({p.seed, mc.cell.answer, mc.cell.expected, mc.cell.exact == 1.0, mc.cell.overlap});
+                }
+                if (!cell.answers.empty()) g.cells.push_back(std::move(cell));
+            }
+    return g;
+}
+
+json Merged::toJson(const SweepSpec& spec) const {
+    json out = json::array();
+    for (const auto& mc : cells) {
+        json c{{"model", spec.models[mc.probe.model]},
+               {"task", taskName(mc.probe.task)},
+               {"context", mc.probe.context},
+               {"seed", mc.probe.seed},
+               {"policy", mc.cell.policy},
+               {"budget", mc.cell.budget},
+               {"prompt_tokens", mc.cell.promptTokens},
+               {"budget_tokens", metric(mc.cell.budgetTokens)}};
+        if (mc.probe.task == Task::Needle) {
+            c["depth"] = mc.probe.depth;
+            c["exact"] = metric(mc.cell.exact);
+            c["overlap"] = metric(mc.cell.overlap);
+            c["answer"] = mc.cell.answer;
+        } else {
+            c["kl"] = metric(mc.cell.kl);
+            c["top1"] = metric(mc.cell.top1);
+            c["perplexity"] = metric(mc.cell.perplexity);
+            c["retained_mass"] = metric(mc.cell.retainedMass);
+            c["output_cosine"] = metric(mc.cell.outputCosine);
+        }
+        out.push_back(std::move(c));
+    }
+    json needle = json::object();
+    for (size_t m = 0; m < spec.models.size(); ++m)
+        if (hasTask(Task::Needle, m)) needle[spec.models[m]] = needleGridToJson(needleGrid(spec, m));
+    json failed = json::array();
+    for (const auto& [k, e] : status.failed) failed.push_back({{"probe", k}, {"error", e}});
+    return {{"format", "kvlens-sweep-result"},
+            {"version", 1},
+            {"name", spec.name},
+            {"models", spec.models},
+            {"fingerprint", spec.fingerprint},
+            {"cells_total", status.cells},
+            {"cells_done", status.doneCells},
+            {"complete", status.complete()},
+            {"missing_probes", status.missing},
+            {"failed_probes", failed},
+            {"cells", out},
+            {"needle_grids", needle}};
+}
+
+std::string Merged::toCsv(const SweepSpec& spec) const {
+    std::ostringstream out;
+    out << "model,task,context,depth,seed,policy,budget,prompt_tokens,budget_tokens,exact,overlap,kl,top1,perplexity,"
+           "retained_mass,output_cosine\n";
+    // Empty where a metric does not apply or could not be computed (NaN).
+    auto num = [](double v) { return std::isfinite(v) ? number(v) : std::string(); };
+    for (const auto& mc : cells) {
+        const bool needle = mc.probe.task == Task::Needle;
+        const CellResult& c = mc.cell;
+        out << '"' << spec.models[mc.probe.model] << "\"," << taskName(mc.probe.task) << ',' << mc.probe.context << ','
+            << (needle ? number(mc.probe.depth) : "") << ',' << mc.probe.seed << ",\"" << c.policy << "\",\"" << c.budget
+            << "\"," << c.promptTokens << ',' << num(c.budgetTokens) << ',' << (needle ? num(c.exact) : "") << ','
+            << (needle ? num(c.overlap) : "") << ',' << (needle ? "" : num(c.kl)) << ',' << (needle ? "" : num(c.top1))
+            << ',' << (needle ? "" : num(c.perplexity)) << ',' << (needle ? "" : num(c.retainedMass)) << ','
+            << (needle ? "" : num(c.outputCosine)) << "\n";
+    }
+    return out.str();
+}
+
+std::vector<FidelityCurve> fidelityCurves(const Merged& merged, size_t model) {
+    // policy -> budget text -> sums
+    struct Sum {
+        double x = 0, kl = 0, top1 = 0, mass = 0;
+        int n = 0, nKl = 0, nTop1 = 0, nMass = 0;
+    };
+    std::vector<std::string> order;
+    std::map<std::string, std::map<std::string, Sum>> sums;
+    for (const auto& mc : merged.cells) {
+        if (mc.probe.task != Task::Fidelity || mc.probe.model != model || mc.cell.budget == "-") continue;
+        if (!sums.count(mc.cell.policy)) order.push_back(mc.cell.policy);
+        Sum& s = sums[mc.cell.policy][mc.cell.budget];
+        const CellResult& c = mc.cell;
+        if (!(std::isfinite(c.budgetTokens) && c.promptTokens > 0)) continue;
+        s.x += 100.0 * std::min(1.0, c.budgetTokens / static_cast<double>(c.promptTokens));
+        ++s.n;
+        if (std::isfinite(c.kl)) s.kl += c.kl, ++s.nKl;
+        if (std::isfinite(c.top1)) s.top1 += c.top1, ++s.nTop1;
+        if (std::isfinite(c.retainedMass)) s.mass += c.retainedMass, ++s.nMass;
+    }
+    std::vector<FidelityCurve> out;
+    const double nan = std::nan("");
+    for (const auto& policy : order) {
+        std::vector<std::pair<double, const Sum*>> points;
+        for (const auto& [budget, s] : sums[policy])
+            if (s.n > 0) points.emplace_back(s.x / s.n, &s);
+        std::sort(points.begin(), points.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        FidelityCurve c;
+        c.policy = policy;
+        for (const auto& [x, s] : points) {
+            c.x.push_back(x);
+            c.kl.push_back(s->nKl ? s->kl / s->nKl : nan);
+            c.top1.push_back(s->nTop1 ? s->top1 / s->nTop1 : nan);
+            c.retainedMass.push_back(s->nMass ? s->mass / s->nMass : nan);
+        }
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+}  // namespace kvlens::sweep

@@ -1,0 +1,117 @@
+#include "widgets/fidelity_figure.h"
+
+#include <QFont>
+#include <QFontMetricsF>
+#include <QPainterPath>
+#include <algorithm>
+#include <cmath>
+
+#include "widgets/palette.h"
+
+namespace kvlens::ui {
+namespace {
+
+constexpr double kPanelW = 220, kPanelH = 170, kTitleH = 24, kLegendH = 18;
+
+struct Panel {
+    QString name;
+    std::vector<double> sweep::FidelityCurve::*values;
+    bool unitRange;  // [0, 1]
+};
+
+void paintPanel(QPainter& p, const QRectF& box, const Panel& panel, const std::vector<sweep::FidelityCurve>& curves) {
+    const QFont small(QStringLiteral("DejaVu Sans"), 7);
+    p.setFont(small);
+    const QFontMetricsF fm(small);
+    const QRectF plot = box.adjusted(36, 16, -8, -28);
+    double x0 = 0, x1 = 100, y0 = 0, y1 = 1;
+    if (!panel.unitRange) {
+        y1 = 0;
+        for (const auto& c : curves)
+            for (double v : c.*panel.values)
+                if (std::isfinite(v)) y1 = std::max(y1, v);
+        y1 = y1 > 0 ? y1 * 1.08 : 1;
+    }
+    auto X = [&](double x) { return plot.left() + (x - x0) / (x1 - x0) * plot.width(); };
+    auto Y = [&](double y) { return plot.bottom() - (y - y0) / (y1 - y0) * plot.height(); };
+    p.setPen(Qt::black);
+    p.drawText(QRectF(box.left(), box.top(), box.width(), 14), Qt::AlignHCenter | Qt::AlignVCenter, panel.name);
+    p.setPen(QPen(QColor(220, 220, 220), 0.5));
+    for (int i = 0; i <= 4; ++i) {
+        const double yv = y0 + (y1 - y0) * i / 4, xv = x0 + (x1 - x0) * i / 4;
+        p.drawLine(QPointF(plot.left(), Y(yv)), QPointF(plot.right(), Y(yv)));
+        p.drawLine(QPointF(X(xv), plot.top()), QPointF(X(xv), plot.bottom()));
+    }
+    p.setPen(QPen(Qt::black, 0.8));
+    p.drawRect(plot);
+    for (int i = 0; i <= 4; ++i) {
+        const double yv = y0 + (y1 - y0) * i / 4, xv = x0 + (x1 - x0) * i / 4;
+        const QString ys = QString::number(yv, 'g', 3), xs = QString::number(xv, 'g', 3) + QStringLiteral("%");
+        p.drawText(QRectF(box.left(), Y(yv) - 6, 32, 12), Qt::AlignRight | Qt::AlignVCenter, ys);
+        p.drawText(QRectF(X(xv) - 20, plot.bottom() + 2, 40, 12), Qt::AlignHCenter | Qt::AlignTop, xs);
+    }
+    p.drawText(QRectF(plot.left(), plot.bottom() + 13, plot.width(), 12), Qt::AlignHCenter | Qt::AlignTop,
+               QStringLiteral("budget (% of the prompt)"));
+    p.save();
+    p.setClipRect(plot.adjusted(-3, -3, 3, 3));
+    for (const auto& c : curves) {
+        const QColor colour = policyColour(c.policy);
+        const auto& ys = c.*panel.values;
+        QPainterPath path;
+        bool open = false;
+        p.setPen(Qt::NoPen);
+        p.setBrush(colour);
+        for (size_t i = 0; i < c.x.size() && i < ys.size(); ++i) {
+            if (!std::isfinite(ys[i]) || !std::isfinite(c.x[i])) {
+                open = false;  // a gap, not a number made of NaN
+                continue;
+            }
+            const QPointF pt(X(c.x[i]), Y(ys[i]));
+            if (open) path.lineTo(pt);
+            else path.moveTo(pt);
+            open = true;
+            p.drawEllipse(pt, 1.8, 1.8);
+        }
+        p.setBrush(Qt::NoBrush);
+        p.setPen(QPen(colour, 1.4));
+        p.drawPath(path);
+    }
+    p.restore();
+}
+
+}  // namespace
+
+QSizeF fidelityFigureSize() { return {3 * kPanelW + 16, kTitleH + kPanelH + kLegendH + 8}; }
+
+void paintFidelityFigure(QPainter& p, const QRectF& a, const std::vector<sweep::FidelityCurve>& curves,
+                         const QString& title) {
+    p.fillRect(a, Qt::white);
+    p.setRenderHint(QPainter::Antialiasing, true);
+    QFont bold(QStringLiteral("DejaVu Sans"), 9);
+    bold.setBold(true);
+    p.setFont(bold);
+    p.setPen(Qt::black);
+    p.drawText(QRectF(a.left() + 6, a.top(), a.width() - 12, kTitleH), Qt::AlignLeft | Qt::AlignVCenter,
+               title + QStringLiteral(" · fidelity against budget (teacher-forced, mean over contexts and seeds)"));
+    const Panel panels[] = {{QStringLiteral("mean KL to the full cache (nats)"), &sweep::FidelityCurve::kl, false},
+                            {QStringLiteral("top-1 agreement"), &sweep::FidelityCurve::top1, true},
+                            {QStringLiteral("retained attention mass"), &sweep::FidelityCurve::retainedMass, true}};
+    for (int i = 0; i < 3; ++i)
+        paintPanel(p, QRectF(a.left() + 8 + i * kPanelW, a.top() + kTitleH, kPanelW, kPanelH), panels[i], curves);
+    // Legend: one swatch per policy.
+    const QFont small(QStringLiteral("DejaVu Sans"), 7);
+    p.setFont(small);
+    const QFontMetricsF fm(small);
+    double x = a.left() + 44;
+    const double y = a.top() + kTitleH + kPanelH + 4;
+    for (const auto& c : curves) {
+        const QString name = QString::fromStdString(c.policy);
+        p.setPen(QPen(policyColour(c.policy), 2));
+        p.drawLine(QPointF(x, y + 6), QPointF(x + 14, y + 6));
+        p.setPen(Qt::black);
+        p.drawText(QPointF(x + 18, y + 9), name);
+        x += 28 + fm.horizontalAdvance(name);
+    }
+}
+
+}  // namespace kvlens::ui
