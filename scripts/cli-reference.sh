@@ -32,6 +32,14 @@ trap 'rm -f "$tmp"' EXIT
     echo '```text'
     COLUMNS=100 "$cli" import llama2c --help
     echo '```'
+    for sub in plan run status merge submit; do
+        echo
+        echo "## kvlens-cli sweep $sub"
+        echo
+        echo '```text'
+        COLUMNS=100 "$cli" sweep "$sub" --help
+        echo '```'
+    done
 } > "$tmp"
 mv "$tmp" "$out"
 trap - EXIT

@@ -6,7 +6,8 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libtorch-dev nlohmann-json3-dev libpcre2-dev
           libcli11-dev libgtest-dev libutf8proc-dev libopenblas0-pthread nodejs npm
-          clang libclang-rt-14-dev llvm)  # the last three: ASan/UBSan + libFuzzer build (build-asan), symbolized reports
+          clang libclang-rt-14-dev llvm  # ASan/UBSan + libFuzzer build (build-asan), symbolized reports
+          slurmctld slurmd slurm-client munge)  # the Slurm sweep back end's test cluster (tests/sweep/slurm_test.sh)
 if [[ "${1:-}" != "--no-gui" ]]; then
   packages+=(qt6-base-dev qt6-svg-dev libqcustomplot-dev xvfb xauth
              desktop-file-utils appstream)  # the last two: scripts/check-package.sh

@@ -30,7 +30,15 @@ void paintPanel(QPainter& p, const QRectF& box, const Panel& panel, const std::v
         for (const auto& c : curves)
             for (double v : c.*panel.values)
                 if (std::isfinite(v)) y1 = std::max(y1, v);
-        y1 = y1 > 0 ? y1 * 1.08 : 1;
+        // Four gridlines at a round step (1, 2, 2.5 or 5 times a power of ten).
+        double step = y1 > 0 ? y1 / 4 : 0.25;
+        const double ten = std::pow(10.0, std::floor(std::log10(step)));
+        for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+            if (m * ten >= step * (1 - 1e-9)) {
+                step = m * ten;
+                break;
+            }
+        y1 = 4 * step;
     }
     auto X = [&](double x) { return plot.left() + (x - x0) / (x1 - x0) * plot.width(); };
     auto Y = [&](double y) { return plot.bottom() - (y - y0) / (y1 - y0) * plot.height(); };

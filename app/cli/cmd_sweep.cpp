@@ -47,6 +47,7 @@ void catchStops() {
 
 struct SweepArgs {
     std::string file;
+    std::string output;    // overrides the file's "output"
     std::string shard;     // run: I/N
     int workers = 1;       // run: local pool size
     int shards = 0;        // plan / submit: 0 = the file's "shards"
@@ -67,6 +68,13 @@ fs::path selfExe() {
     const fs::path p = fs::read_symlink("/proc/self/exe", ec);
     if (ec) throw IoError("cannot find this program's path (/proc/self/exe): " + ec.message());
     return p;
+}
+
+// The sweep file, with --output in place of its "output" when given.
+SweepSpec loadSpec(const SweepArgs& a) {
+    SweepSpec spec = readSweepFile(a.file);
+    if (!a.output.empty()) spec.output = fs::absolute(a.output).lexically_normal();
+    return spec;
 }
 
 std::string cellsText(int64_t done, int64_t total) {
@@ -158,7 +166,7 @@ int mergeAndReport(const SweepSpec& spec, const SweepArgs& a) {
 }
 
 void runPlan(const SweepArgs& a) {
-    const SweepSpec spec = readSweepFile(a.file);
+    const SweepSpec spec = loadSpec(a);
     const int shards = a.shards > 0 ? a.shards : spec.shards;
     const auto all = probes(spec);
     const auto cells = probeCells(spec);
@@ -171,12 +179,12 @@ void runPlan(const SweepArgs& a) {
     std::printf("\n");
     std::vector<std::string> missing(st.missing.begin(), st.missing.end());
     for (int s = 0; s < shards; ++s) {
-        const auto [first, last] = shardRange(all.size(), {s, shards});
+        const auto mine = shardProbes(all.size(), {s, shards});
         size_t todo = 0;
-        for (size_t i = first; i < last; ++i)
+        for (size_t i : mine)
             if (std::find(missing.begin(), missing.end(), all[i].key(spec)) != missing.end()) ++todo;
-        std::printf("shard %d/%d: %zu probes (%zu cells), %zu to run\n", s, shards, last - first, (last - first) * cells.size(), todo);
-        for (size_t i = first; i < last; ++i) {
+        std::printf("shard %d/%d: %zu probes (%zu cells), %zu to run\n", s, shards, mine.size(), mine.size() * cells.size(), todo);
+        for (size_t i : mine) {
             const std::string k = all[i].key(spec);
             const bool done = std::find(missing.begin(), missing.end(), k) == missing.end();
             std::printf("  %-5s %s\n", done ? "done" : "-", k.c_str());
@@ -185,7 +193,7 @@ void runPlan(const SweepArgs& a) {
 }
 
 void runStatus(const SweepArgs& a) {
-    const SweepSpec spec = readSweepFile(a.file);
+    const SweepSpec spec = loadSpec(a);
     printStatus(spec, sweepStatus(spec, readResults(spec)));
 }
 
@@ -228,9 +236,9 @@ int runPool(const SweepSpec& spec, const SweepArgs& a) {
         if (pid == 0) {
             ::signal(SIGINT, SIG_DFL);
             ::signal(SIGTERM, SIG_DFL);
-            const std::string e = exe.string(), f = file.string();
-            const char* argv[] = {e.c_str(), "sweep", "run", f.c_str(), "--shard", shard.c_str(), "--quiet", "--no-merge",
-                                  nullptr};
+            const std::string e = exe.string(), f = file.string(), out = spec.output.string();
+            const char* argv[] = {e.c_str(), "sweep",    "run",   f.c_str(),    "--shard", shard.c_str(),
+                                  "--output", out.c_str(), "--quiet", "--no-merge", nullptr};
             ::execv(e.c_str(), const_cast<char* const*>(argv));
             std::fprintf(stderr, "kvlens-cli: error: cannot start %s: %s\n", e.c_str(), std::strerror(errno));
             ::_exit(127);
@@ -279,19 +287,27 @@ int runPool(const SweepSpec& spec, const SweepArgs& a) {
 }
 
 int runRun(const SweepArgs& a) {
-    const SweepSpec spec = readSweepFile(a.file);
+    const SweepSpec spec = loadSpec(a);
     if (a.workers < 1) throw ArgumentError("--workers must be at least 1");
     int code = 0;
     if (!a.shard.empty()) {
-        code = runOneShard(spec, parseShard(a.shard), a.quiet);
+        const Shard shard = parseShard(a.shard);
+        code = runOneShard(spec, shard, a.quiet);
         if (a.noMerge || code == 130) return code;
-        // A shard run by hand merges what is there (the last shard to finish completes it).
+        // A shard run by hand: the last one to finish merges.
+        const SweepStatus st = sweepStatus(spec, readResults(spec));
+        if (!st.complete()) {
+            std::printf("shard %s: done; the sweep has %s; `kvlens-cli sweep merge %s` once the other shards are done\n",
+                        shard.text().c_str(), cellsText(st.doneCells, st.cells).c_str(), a.file.c_str());
+            return code;
+        }
+        const int merged = mergeAndReport(spec, a);
+        return code != 0 ? code : merged;
     } else {
         code = a.workers == 1 ? runOneShard(spec, {0, 1}, a.quiet) : runPool(spec, a);
         if (code == 130 || a.noMerge) return code;
     }
     const int merged = mergeAndReport(spec, a);
-    if (!a.shard.empty()) return code;  // one shard of many: the others may still be running
     return code != 0 ? code : merged;
 }
 
@@ -334,15 +350,19 @@ std::string sbatchScript(const SweepSpec& spec, const SweepArgs& a, int shards, 
     opt("account", a.account);
     opt("qos", a.qos);
     if (a.cpusPerTask > 0) opt("cpus-per-task", std::to_string(a.cpusPerTask));
-    for (const auto& extra : a.sbatchArgs) s << "#SBATCH " << extra << "\n";
+    for (const auto& extra : a.sbatchArgs) {
+        if (extra.find_first_of("\n\r") != std::string::npos) throw ArgumentError("--sbatch-arg: one line, without a line break");
+        s << "#SBATCH " << extra << "\n";
+    }
     s << "exec " << shellQuote(selfExe().string()) << " sweep run " << shellQuote(fs::absolute(spec.file).lexically_normal().string())
-      << " --shard \"$SLURM_ARRAY_TASK_ID/" << shards << "\" --quiet --no-merge\n";
+      << " --shard \"$SLURM_ARRAY_TASK_ID/" << shards << "\" --output "
+      << shellQuote(fs::absolute(spec.output).lexically_normal().string()) << " --quiet --no-merge\n";
     return s.str();
 }
 
 int runSubmit(const SweepArgs& a) {
     if (!a.slurm) throw ArgumentError("sweep submit needs a back end: --slurm (the local pool is `sweep run --workers K`)");
-    const SweepSpec spec = readSweepFile(a.file);
+    const SweepSpec spec = loadSpec(a);
     const int shards = a.shards > 0 ? a.shards : spec.shards;
     const auto tasks = shardsWithWork(spec, shards, readResults(spec));
     if (tasks.empty()) {
@@ -399,6 +419,7 @@ void addSweepCommand(CLI::App& app) {
     cmd->require_subcommand(1);
     auto fileArg = [&](CLI::App* sub) {
         sub->add_option("FILE", args->file, "the sweep file (JSON, format kvlens-sweep; docs/sweeps.md)")->required();
+        sub->add_option("--output", args->output, "the output folder, instead of the file's \"output\"");
     };
     auto figureArgs = [&](CLI::App* sub) {
         sub->add_option("--format", args->format, "figure format: png, svg or pdf")->capture_default_str();
@@ -436,7 +457,7 @@ void addSweepCommand(CLI::App& app) {
     fileArg(merge);
     figureArgs(merge);
     merge->callback([args] {
-        const SweepSpec spec = readSweepFile(args->file);
+        const SweepSpec spec = loadSpec(*args);
         const int code = mergeAndReport(spec, *args);
         if (code != 0) {
             checkStdout();
@@ -456,7 +477,9 @@ void addSweepCommand(CLI::App& app) {
     submit->add_option("--mem", args->mem, "sbatch --mem, e.g. 16G");
     submit->add_option("--account", args->account, "sbatch --account");
     submit->add_option("--qos", args->qos, "sbatch --qos");
-    submit->add_option("--sbatch-arg", args->sbatchArgs, "another #SBATCH line, e.g. --constraint=a100 (repeatable)");
+    submit->add_option("--sbatch-arg", args->sbatchArgs, "another #SBATCH line, e.g. --sbatch-arg=--constraint=a100 (repeatable)")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     submit->add_flag("--dry-run", args->dryRun, "print the sbatch script; submit nothing");
     submit->add_flag("--no-wait", args->noWait, "submit and return (then `sweep status` / `sweep merge`)");
     submit->add_option("--poll", args->poll, "seconds between squeue polls")->capture_default_str()->check(CLI::PositiveNumber);

@@ -238,9 +238,10 @@ Shard parseShard(const std::string& text, const std::string& flag) {
     }
 }
 
-std::pair<size_t, size_t> shardRange(size_t n, const Shard& s) {
-    const auto count = static_cast<size_t>(s.count), index = static_cast<size_t>(s.index);
-    return {n * index / count, n * (index + 1) / count};
+std::vector<size_t> shardProbes(size_t n, const Shard& s) {
+    std::vector<size_t> out;
+    for (auto i = static_cast<size_t>(s.index); i < n; i += static_cast<size_t>(s.count)) out.push_back(i);
+    return out;
 }
 
 json toJson(const ProbeResult& r, const SweepSpec& spec) {
@@ -410,10 +411,9 @@ SweepStatus sweepStatus(const SweepSpec& spec, const std::vector<ProbeResult>& r
 
 std::vector<Probe> pendingProbes(const SweepSpec& spec, const Shard& shard, const std::vector<ProbeResult>& results) {
     const auto all = probes(spec);
-    const auto [first, last] = shardRange(all.size(), shard);
     const auto done = current(spec, results);
     std::vector<Probe> out;
-    for (size_t i = first; i < last; ++i)
+    for (size_t i : shardProbes(all.size(), shard))
         if (!done.count(all[i].key(spec))) out.push_back(all[i]);
     return out;
 }

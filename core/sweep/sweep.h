@@ -85,8 +85,11 @@ struct Shard {
 };
 // "I/N" (0-based I); ArgumentError naming `flag` otherwise.
 Shard parseShard(const std::string& text, const std::string& flag = "--shard");
-// The probes [first, last) of a shard: contiguous, sizes differing by at most one.
-std::pair<size_t, size_t> shardRange(size_t probeCount, const Shard& shard);
+// The indices (into probes()) of a shard's probes: every count-th one from
+// its index, so that each shard gets its share of every context length
+// (contiguous blocks would give one shard all the long prompts). Shard sizes
+// differ by at most one.
+std::vector<size_t> shardProbes(size_t probeCount, const Shard& shard);
 
 // One cell's result. Needle cells have exact/overlap/answer, fidelity cells
 // the teacher-forced metrics; a metric that could not be computed is NaN

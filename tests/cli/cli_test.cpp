@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -445,4 +447,79 @@ TEST_F(CliTest, MemoryTablesTheKvSharingDesigns) {
     expectOneLineError("memory --model " + quote(model()) + " --what-if-kv-heads 3 --prompt-ids 1", "divisor");
     expectOneLineError("memory --model " + quote(model()) + " --dtype f8", "--dtype must be");
     expectOneLineError("memory --model " + quote(model()) + " --contexts 0", "--contexts");
+}
+
+// kvlens-cli sweep on the bundled model: plan, a shard by hand, status, the
+// local pool, merge; a pool stopped by Ctrl+C (SIGINT) keeps what it
+// finished, and its rerun gives the cells a one-process run gives.
+TEST_F(CliTest, SweepPlanRunStatusMergeAndAStoppedPool) {
+    auto sweepFile = [&](const std::string& name, const std::string& contexts) {
+        const fs::path f = s_dir->path() / (name + ".json");
+        std::ofstream(f) << R"({"format": "kvlens-sweep", "version": 1, "task": "needle",
+            "policies": ["streaming", "h2o"], "budgets": ["25%"], "contexts": )"
+                         << contexts << R"(, "depths": [0, 50, 100, 25], "seeds": [1, 2], "shards": 2})";
+        return f;
+    };
+    const fs::path small = sweepFile("small", "[64]");
+    CliRun r = run("sweep plan " + quote(small.string()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("8 probes x 3 cells = 24 cells, 2 shard(s)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("shard 1/2: 4 probes (12 cells), 4 to run"), std::string::npos) << r.out;
+    r = run("sweep run " + quote(small.string()) + " --shard 1/2 --quiet");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("the sweep has 12 of 24 cells"), std::string::npos) << r.out;
+    r = run("sweep status " + quote(small.string()));
+    EXPECT_NE(r.out.find("12 of 24 cells done (4 of 8 probes); 4 probes missing, 0 failed"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("missing needle|bundled|64|0|1"), std::string::npos) << r.out;
+    r = run("sweep submit " + quote(small.string()) + " --slurm --dry-run --partition gpu --gres gpu:1");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("#SBATCH --array=0\n"), std::string::npos) << r.out;  // shard 1 is done
+    EXPECT_NE(r.out.find("#SBATCH --gres='gpu:1'"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--shard \"$SLURM_ARRAY_TASK_ID/2\""), std::string::npos) << r.out;
+    // Merging early writes what is there and says what is missing.
+    r = run("sweep merge " + quote(small.string()));
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("12 of 24 cells missing"), std::string::npos) << r.err;
+    r = run("sweep run " + quote(small.string()) + " --workers 2 --quiet");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto merged = nlohmann::json::parse(slurp(s_dir->path() / "small.sweep" / "merged.json"));
+    EXPECT_EQ(merged["format"], "kvlens-sweep-result");
+    EXPECT_EQ(merged["cells"].size(), 24u);
+    EXPECT_TRUE(merged["complete"].get<bool>());
+    EXPECT_EQ(merged["needle_grids"]["bundled"]["format"], "kvlens-needle");
+    expectOneLineError("sweep submit " + quote(small.string()), "needs a back end: --slurm");
+    expectOneLineError("sweep run " + quote(small.string()) + " --shard 2/2", "--shard: '2/2' is not I/N");
+    std::ofstream(s_dir->path() / "bad.json") << R"({"format": "kvlens-sweep", "version": 1, "contexts": [64], "policies": ["h2o"], "budgets": ["x"]})";
+    expectOneLineError("sweep plan " + quote((s_dir->path() / "bad.json").string()), "bad.json: \"budgets\"");
+
+    // Ctrl+C: SIGINT to the pool once a probe is written.
+    const fs::path big = sweepFile("big", "[160, 192, 224, 256]");
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        const std::string f = big.string(), log = (s_dir->path() / "pool.err").string();
+        freopen(log.c_str(), "w", stderr);
+        freopen("/dev/null", "w", stdout);
+        execl(KVLENS_CLI, KVLENS_CLI, "sweep", "run", f.c_str(), "--workers", "2", "--quiet", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    const fs::path results = s_dir->path() / "big.sweep" / "results";
+    for (int i = 0; i < 600 && !(fs::exists(results) && !fs::is_empty(results)); ++i) usleep(50000);
+    kill(pid, SIGINT);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(s_dir->path() / "pool.err");
+    EXPECT_NE(slurp(s_dir->path() / "pool.err").find("stopped;"), std::string::npos);
+    r = run("sweep status " + quote(big.string()));
+    EXPECT_EQ(r.out.find("96 of 96 cells"), std::string::npos) << "the pool was not stopped: " << r.out;
+    r = run("sweep run " + quote(big.string()) + " --workers 2 --quiet");
+    ASSERT_EQ(r.code, 0) << r.err;
+    // The same sweep in one process, from nothing: the same cells.
+    std::string text = slurp(big);
+    text.insert(text.find('{') + 1, R"("output": "big-one.sweep", )");
+    std::ofstream(s_dir->path() / "big-one.json") << text;
+    r = run("sweep run " + quote((s_dir->path() / "big-one.json").string()) + " --quiet");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(slurp(s_dir->path() / "big.sweep" / "merged.csv"), slurp(s_dir->path() / "big-one.sweep" / "merged.csv"));
 }
