@@ -89,37 +89,92 @@ void paintPanel(QPainter& p, const QRectF& box, const Panel& panel, const std::v
 
 }  // namespace
 
-QSizeF fidelityFigureSize() { return {3 * kPanelW + 16, kTitleH + kPanelH + kLegendH + 8}; }
+namespace {
+double titleHeight(int columns) { return columns == 1 ? 2.5 * kTitleH : kTitleH; }
+}  // namespace
+
+QSizeF fidelityFigureSize(int columns) {
+    const int rows = columns == 1 ? 3 : 1;
+    return {(columns == 1 ? 1 : 3) * kPanelW + 16, titleHeight(columns) + rows * kPanelH + 2 * kLegendH + 8};
+}
 
 void paintFidelityFigure(QPainter& p, const QRectF& a, const std::vector<sweep::FidelityCurve>& curves,
-                         const QString& title) {
+                         const QString& title, int columns) {
+    const bool column = columns == 1;
     p.fillRect(a, Qt::white);
     p.setRenderHint(QPainter::Antialiasing, true);
     QFont bold(QStringLiteral("DejaVu Sans"), 9);
     bold.setBold(true);
     p.setFont(bold);
     p.setPen(Qt::black);
-    p.drawText(QRectF(a.left() + 6, a.top(), a.width() - 12, kTitleH), Qt::AlignLeft | Qt::AlignVCenter,
-               title + QStringLiteral(" · fidelity against budget (teacher-forced, mean over contexts and seeds)"));
+    const QString what = QStringLiteral("fidelity against budget (teacher-forced, mean over contexts and seeds)");
+    if (column) {  // the title, then what is shown on a line of its own
+        p.drawText(QRectF(a.left() + 6, a.top(), a.width() - 12, kTitleH), Qt::AlignLeft | Qt::AlignVCenter,
+                   QFontMetricsF(bold).elidedText(title, Qt::ElideRight, a.width() - 12));
+        p.setFont(QFont(QStringLiteral("DejaVu Sans"), 7));
+        p.drawText(QRectF(a.left() + 6, a.top() + kTitleH - 4, a.width() - 12, 1.5 * kTitleH),
+                   Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, what);
+    } else {
+        p.drawText(QRectF(a.left() + 6, a.top(), a.width() - 12, kTitleH), Qt::AlignLeft | Qt::AlignVCenter,
+                   title + QStringLiteral(" · ") + what);
+    }
     const Panel panels[] = {{QStringLiteral("mean KL to the full cache (nats)"), &sweep::FidelityCurve::kl, false},
                             {QStringLiteral("top-1 agreement"), &sweep::FidelityCurve::top1, true},
                             {QStringLiteral("retained attention mass"), &sweep::FidelityCurve::retainedMass, true}};
+    const double top = a.top() + titleHeight(columns);
     for (int i = 0; i < 3; ++i)
-        paintPanel(p, QRectF(a.left() + 8 + i * kPanelW, a.top() + kTitleH, kPanelW, kPanelH), panels[i], curves);
+        paintPanel(p,
+                   column ? QRectF(a.left() + 8, top + i * kPanelH, kPanelW, kPanelH)
+                          : QRectF(a.left() + 8 + i * kPanelW, top, kPanelW, kPanelH),
+                   panels[i], curves);
     // Legend: one swatch per policy.
     const QFont small(QStringLiteral("DejaVu Sans"), 7);
     p.setFont(small);
     const QFontMetricsF fm(small);
     double x = a.left() + 44;
-    const double y = a.top() + kTitleH + kPanelH + 4;
+    double y = top + (column ? 3 : 1) * kPanelH + 4;
     for (const auto& c : curves) {
         const QString name = QString::fromStdString(c.policy);
+        if (x + 28 + fm.horizontalAdvance(name) > a.right() && x > a.left() + 44) {  // wrap the legend
+            x = a.left() + 44;
+            y += kLegendH;
+        }
         p.setPen(QPen(policyColour(c.policy), 2));
         p.drawLine(QPointF(x, y + 6), QPointF(x + 14, y + 6));
         p.setPen(Qt::black);
         p.drawText(QPointF(x + 18, y + 9), name);
         x += 28 + fm.horizontalAdvance(name);
     }
+}
+
+FidelityView::FidelityView(QWidget* parent) : QWidget(parent) { setMinimumHeight(120); }
+
+void FidelityView::setCurves(std::vector<sweep::FidelityCurve> curves, const QString& title) {
+    m_curves = std::move(curves);
+    m_title = title;
+    update();
+}
+
+QSize FidelityView::sizeHint() const { return fidelityFigureSize(1).toSize(); }
+
+void FidelityView::paintEvent(QPaintEvent*) {
+    QPainter p(this);
+    p.fillRect(rect(), palette().base());
+    if (m_curves.empty()) {
+        p.setPen(palette().text().color());
+        p.drawText(rect().adjusted(8, 8, -8, -8), Qt::AlignCenter | Qt::TextWordWrap,
+                   tr("No fidelity results: open a sweep (File → Open Sweep…) or run one with the fidelity task."));
+        return;
+    }
+    // The figure in points, scaled to the widget, aspect kept.
+    // Whichever layout the widget shows larger.
+    auto fit = [this](const QSizeF& s) { return std::min(width() / s.width(), height() / s.height()); };
+    const int columns = fit(fidelityFigureSize(3)) >= fit(fidelityFigureSize(1)) ? 3 : 1;
+    const QSizeF size = fidelityFigureSize(columns);
+    const double k = fit(size);
+    p.translate((width() - size.width() * k) / 2, (height() - size.height() * k) / 2);
+    p.scale(k, k);
+    paintFidelityFigure(p, QRectF(QPointF(0, 0), size), m_curves, m_title, columns);
 }
 
 }  // namespace kvlens::ui

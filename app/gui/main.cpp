@@ -1,5 +1,5 @@
 // kvlens: the GUI. With no arguments it opens the bundled model and runs an
-// example; --screenshot FILE saves the window once the example has run
+// example; --sweep FILE opens a sweep in the Sweep and Needle docks; --screenshot FILE saves the window once the example has run
 // (documentation screenshots under QT_QPA_PLATFORM=offscreen), and exits 1
 // saying why when the model cannot load, the run fails or FILE cannot be
 // written.
@@ -43,13 +43,22 @@ int main(int argc, char** argv) {
                             QStringLiteral("FILE"));
     QCommandLineOption prompt(QStringLiteral("prompt"),
                               QStringLiteral("start on this prompt instead of the default example"), QStringLiteral("TEXT"));
+    QCommandLineOption sweep(QStringLiteral("sweep"),
+                             QStringLiteral("open a sweep file or a merged sweep (kvlens-cli sweep) in the Sweep and "
+                                            "Needle docks"),
+                             QStringLiteral("FILE"));
     cli.addOption(model);
     cli.addOption(prompt);
+    cli.addOption(sweep);
     cli.addOption(shot);
     cli.process(app);
 
     kvlens::gui::MainWindow window;
     window.show();
+    if (cli.isSet(sweep)) {
+        const QString error = window.openSweep(cli.value(sweep));
+        if (!error.isEmpty()) std::fprintf(stderr, "kvlens: %s\n", qPrintable(error));
+    }
     if (cli.isSet(shot)) {
         using kvlens::gui::Controller;
         const QString file = cli.value(shot);

@@ -37,6 +37,8 @@
 #include "widgets/metrics_panel.h"
 #include "widgets/model_panel.h"
 #include "widgets/needle_panel.h"
+#include "widgets/sweep_panel.h"
+#include "app/gui/sweep_actions.h"
 #include "widgets/policy_list.h"
 #include "widgets/prompt_editor.h"
 #include "widgets/transport_bar.h"
@@ -74,6 +76,7 @@ MainWindow::MainWindow(QWidget* parent)
       m_prompt(new ui::PromptEditor(this)),
       m_needle(new ui::NeedlePanel(this)),
       m_memory(new ui::MemoryView(this)),
+      m_sweep(new ui::SweepPanel(this)),
       m_scale(new QComboBox(this)),
       m_timelinePolicy(new QComboBox(this)),
       m_selection(new QLabel(this)),
@@ -82,13 +85,15 @@ MainWindow::MainWindow(QWidget* parent)
       m_busy(new QProgressBar(this)),
       m_cancelRun(new QToolButton(this)),
       m_modelLabel(new QLabel(this)),
-      m_files(new FileActions(this)) {
+      m_files(new FileActions(this)),
+      m_sweeps(new SweepActions(this, m_sweep, m_needle)) {
     m_files->showTitle();
     setCentralWidget(buildCentral());
     buildDocks();
     buildActions();
     connectController();
     connectNeedle();
+    connectSweep();
     m_busy->setRange(0, 0);
     m_busy->setMaximumWidth(160);
     m_busy->hide();
@@ -155,8 +160,10 @@ void MainWindow::buildDocks() {
     tabifyDockWidget(policies, model);
     policies->raise();
     QDockWidget* memory = dock(this, tr("KV memory"), QStringLiteral("memory"), m_memory, Qt::RightDockWidgetArea);
+    QDockWidget* sweeps = dock(this, tr("Sweep"), QStringLiteral("sweep"), m_sweep, Qt::RightDockWidgetArea);
     tabifyDockWidget(metrics, needle);
-    tabifyDockWidget(needle, memory);
+    tabifyDockWidget(needle, sweeps);
+    tabifyDockWidget(sweeps, memory);
     metrics->raise();
 }
 
@@ -199,6 +206,7 @@ void MainWindow::buildActions() {
         if (!error.isEmpty()) QMessageBox::warning(this, tr("Import llama2.c model"), error);
     });
     m_files->addActions(file);
+    add(file, tr("Open s&weep…"), QKeySequence(), [this] { openSweepAsked(); });
     file->addSeparator();
     // The app always starts on the bundled model (a known state for
     // workshops); the last model the user opened is one click away.
@@ -439,6 +447,30 @@ void MainWindow::connectController() {
 }
 
 QString MainWindow::contextNotice() const { return m_notice->text(); }
+
+QString MainWindow::openSweep(const QString& file) {
+    if (auto* d = findChild<QDockWidget*>(QStringLiteral("sweep"))) d->raise();
+    const QString error = m_sweeps->openSweep(file);
+    if (!error.isEmpty()) m_sweep->setStatus(error.toHtmlEscaped());
+    return error;
+}
+
+void MainWindow::openSweepAsked() {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Open sweep"), QString(),
+                                                   tr("Sweep files and merged sweeps (*.json);;All files (*)"));
+    if (!f.isEmpty()) openSweep(f);
+}
+
+void MainWindow::connectSweep() {
+    connect(m_sweep, &ui::SweepPanel::openRequested, this, &MainWindow::openSweepAsked);
+    connect(m_sweep, &ui::SweepPanel::runRequested, this, [this] {
+        const QString folder = QFileDialog::getExistingDirectory(this, tr("Folder for the sweep (empty, or one to continue)"));
+        if (folder.isEmpty()) return;
+        const QString error = m_sweeps->startSweep(folder);
+        if (!error.isEmpty()) m_sweep->setStatus(error.toHtmlEscaped());
+    });
+    connect(m_sweep, &ui::SweepPanel::cancelRequested, m_sweeps, &SweepActions::cancel);
+}
 
 void MainWindow::connectNeedle() {
     connect(m_needle, &ui::NeedlePanel::runRequested, this, [this] {

@@ -27,11 +27,13 @@ class EvictionTimeline;
 class PromptEditor;
 class NeedlePanel;
 class MemoryView;
+class SweepPanel;
 }  // namespace kvlens::ui
 
 namespace kvlens::gui {
 
 class FileActions;
+class SweepActions;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -54,6 +56,11 @@ public:
     ui::PromptEditor* promptEditor() const { return m_prompt; }
     ui::NeedlePanel* needlePanel() const { return m_needle; }
     ui::MemoryView* memoryView() const { return m_memory; }
+    ui::SweepPanel* sweepPanel() const { return m_sweep; }
+    SweepActions* sweeps() const { return m_sweeps; }
+    // Opens a sweep (SweepActions::openSweep) and brings the Sweep dock to the
+    // front; the reason on failure, shown in the dock too.
+    QString openSweep(const QString& file);
     FileActions* files() const { return m_files; }
     QString contextNotice() const;  // the shown warning about the run's length, empty when none
     // The Help menu's pages (rich text): every menu shortcut, a short guide
@@ -83,6 +90,8 @@ private:
     void buildActions();
     void connectController();
     void connectNeedle();
+    void connectSweep();
+    void openSweepAsked();
     void showTrace(const std::shared_ptr<const Trace>& trace, int step);
     void updateTimelinePolicies(const Trace& trace);
     void updateTimelineSelection();
@@ -101,6 +110,7 @@ private:
     ui::PromptEditor* m_prompt;
     ui::NeedlePanel* m_needle;
     ui::MemoryView* m_memory;
+    ui::SweepPanel* m_sweep;
     QComboBox* m_scale;
     QComboBox* m_timelinePolicy;
     QLabel* m_selection;
@@ -112,6 +122,7 @@ private:
     QString m_modelText;  // m_modelLabel's text without the sliding window
     bool m_restoredLayout = false;
     FileActions* m_files;
+    SweepActions* m_sweeps;
     SessionFile m_sessionExtras;  // sampling fields the GUI does not edit, kept from the last opened session
     int m_pendingStep = -1;       // the step an opened session shows, once its run finishes
     mutable std::string m_fingerprintDir, m_fingerprint;  // modelFingerprint() of the loaded model, cached

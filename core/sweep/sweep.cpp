@@ -437,6 +437,56 @@ Merged mergeResults(const SweepSpec& spec, const std::vector<ProbeResult>& resul
     return m;
 }
 
+Merged mergedFromJson(const json& j, const std::string& where, std::vector<std::string>* modelsOut) {
+    try {
+        if (j.value("format", "") != "kvlens-sweep-result") throw FormatError(where, "\"format\" is not \"kvlens-sweep-result\"");
+        if (j.at("version").get<int>() != 1)
+            throw FormatError(where, "version " + j.at("version").dump() + " is not supported (this KVLens reads 1)");
+        const auto models = j.at("models").get<std::vector<std::string>>();
+        Merged m;
+        m.status.cells = j.at("cells_total").get<int64_t>();
+        m.status.doneCells = j.at("cells_done").get<int64_t>();
+        m.status.missing = j.value("missing_probes", std::vector<std::string>{});
+        for (const auto& f : j.value("failed_probes", json::array()))
+            m.status.failed.emplace_back(f.at("probe").get<std::string>(), f.at("error").get<std::string>());
+        for (const auto& c : j.at("cells")) {
+            MergedCell mc;
+            const std::string task = c.at("task").get<std::string>();
+            if (task != "needle" && task != "fidelity") throw FormatError(where, "a cell's \"task\" is \"" + task + "\"");
+            mc.probe.task = task == "needle" ? Task::Needle : Task::Fidelity;
+            const auto it = std::find(models.begin(), models.end(), c.at("model").get<std::string>());
+            if (it == models.end()) throw FormatError(where, "a cell's model " + c.at("model").dump() + " is not in \"models\"");
+            mc.probe.model = static_cast<size_t>(it - models.begin());
+            mc.probe.context = c.at("context").get<int64_t>();
+            mc.probe.seed = c.at("seed").get<uint64_t>();
+            mc.probe.depth = c.value("depth", 0.0);
+            mc.cell.policy = c.at("policy").get<std::string>();
+            mc.cell.budget = c.at("budget").get<std::string>();
+            mc.cell.promptTokens = c.value("prompt_tokens", int64_t{0});
+            mc.cell.budgetTokens = metricFrom(c, "budget_tokens");
+            mc.cell.exact = metricFrom(c, "exact");
+            mc.cell.overlap = metricFrom(c, "overlap");
+            mc.cell.answer = c.value("answer", "");
+            mc.cell.kl = metricFrom(c, "kl");
+            mc.cell.top1 = metricFrom(c, "top1");
+            mc.cell.perplexity = metricFrom(c, "perplexity");
+            mc.cell.retainedMass = metricFrom(c, "retained_mass");
+            mc.cell.outputCosine = metricFrom(c, "output_cosine");
+            m.cells.push_back(std::move(mc));
+        }
+        std::set<std::string> done;
+        for (const auto& mc : m.cells)
+            done.insert(std::string(taskName(mc.probe.task)) + "|" + std::to_string(mc.probe.model) + "|" +
+                        std::to_string(mc.probe.context) + "|" + number(mc.probe.depth) + "|" + std::to_string(mc.probe.seed));
+        m.status.doneProbes = static_cast<int64_t>(done.size());
+        m.status.probes = m.status.doneProbes + static_cast<int64_t>(m.status.missing.size());
+        if (modelsOut) *modelsOut = models;
+        return m;
+    } catch (const json::exception& e) {
+        throw FormatError(where, e.what());
+    }
+}
+
 std::string modelName(const SweepSpec& spec, size_t model) {
     const fs::path& d = spec.modelDirs[model];
     std::string name = d.filename().string();

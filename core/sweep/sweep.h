@@ -163,6 +163,10 @@ struct Merged {
     bool hasTask(Task t, size_t model) const;
 };
 Merged mergeResults(const SweepSpec& spec, const std::vector<ProbeResult>& results);
+// A merged.json read back (the GUI opens one without its sweep file): the
+// cells, with Probe::model an index into `models` (the file's "models"), and
+// the counts and missing/failed probes. Throws FormatError naming `where`.
+Merged mergedFromJson(const nlohmann::json& j, const std::string& where, std::vector<std::string>* models = nullptr);
 
 // Fidelity against budget, for the figure: one curve per policy and metric,
 // x = the run's mean budget as a share of the prompt (%), y = the metric's
