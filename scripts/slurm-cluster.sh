@@ -41,17 +41,24 @@ if [[ ! -f $dir/munge/munge.key ]]; then
   dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   chown munge:munge "$dir/munge/munge.key"; chmod 400 "$dir/munge/munge.key"
 fi
-mkdir -p /run/munge && chown munge:munge /run/munge
-socket=/run/munge/munge.socket.2
+# The socket under DIR too, so that a munged of the system (or another test
+# cluster) is left alone.
+socket=$dir/munge/munge.socket
 runuser -u munge -- /usr/sbin/munged --key-file="$dir/munge/munge.key" --pid-file="$dir/munge/munged.pid" \
   --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munge.seed" --socket="$socket" --force
 cp "$dir/munge/munged.pid" "$dir/munged.pid"
 host=$(hostname -s)
 cpus=$(nproc)
+# Two free ports (a Slurm already on this machine keeps 6817/6818).
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+ctld_port=$(( 20000 + RANDOM % 20000 ))
+while ! port_free $ctld_port || ! port_free $((ctld_port + 1)); do ctld_port=$(( 20000 + RANDOM % 20000 )); done
 mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 9 / 10 ))
 cat > "$conf" <<CONF
 ClusterName=kvlens-test
 SlurmctldHost=$host
+SlurmctldPort=$ctld_port
+SlurmdPort=$((ctld_port + 1))
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge

@@ -117,6 +117,7 @@ SweepStatus merge(const SweepSpec& spec, const SweepArgs& a) {
     if (fmt != "png" && fmt != "svg" && fmt != "pdf") throw ArgumentError("--format: '" + fmt + "' is not png, svg or pdf");
     OutputGuard guard;
     guard.input(spec.file);
+    guard.input(spec.fidelityText);
     for (const auto& d : spec.modelDirs) guard.inputFolder(d);
     const Merged m = mergeResults(spec, readResults(spec));
     const fs::path json = guard.output(spec.output / "merged.json", "merged JSON");
@@ -289,6 +290,13 @@ int runPool(const SweepSpec& spec, const SweepArgs& a) {
 int runRun(const SweepArgs& a) {
     const SweepSpec spec = loadSpec(a);
     if (a.workers < 1) throw ArgumentError("--workers must be at least 1");
+    // Before any probe runs: an output folder that cannot be made (a read-only
+    // place such as the installed examples' folder) is said at once.
+    std::error_code ec;
+    fs::create_directories(spec.output / "results", ec);
+    if (ec)
+        throw IoError("cannot create the sweep's output folder " + (spec.output / "results").string() + ": " +
+                      ec.message() + " (give another with --output)");
     int code = 0;
     if (!a.shard.empty()) {
         const Shard shard = parseShard(a.shard);

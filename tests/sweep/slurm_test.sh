@@ -25,7 +25,8 @@ cd "$work"
 trap 'bash "$cluster" stop "$work/cluster"' EXIT
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 t0=$(ms)
-eval "$(bash "$cluster" start "$work/cluster")"
+env=$(bash "$cluster" start "$work/cluster") || { echo "FAIL: the test cluster did not start"; exit 1; }
+eval "$env"
 echo "cluster up in $(( $(ms) - t0 )) ms"
 
 sweep() {  # NAME: the same grid, its own output folder
