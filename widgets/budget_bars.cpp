@@ -1,7 +1,9 @@
 #include "widgets/budget_bars.h"
 
+#include <QHelpEvent>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QToolTip>
 #include <algorithm>
 #include <cmath>
 
@@ -57,6 +59,59 @@ QRect BudgetBars::slotIn(const QRect& area, int layer) const {
 
 QRect BudgetBars::barSlot(int layer) const { return slotIn(rect(), layer); }
 
+QFont BudgetBars::labelFont() const {
+    QFont f = font();
+    f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.8));
+    return f;
+}
+
+// Every k-th label, k the smallest that leaves each label (the widest, the
+// last layer's) its own width plus a gap; 1, 2, 5 or 10 times a power of ten
+// so that the labels fall on round layers.
+int BudgetBars::strideIn(const QRect& area) const {
+    const int n = static_cast<int>(m_budgets.size());
+    if (n <= 1) return 1;
+    const QFontMetrics fm(labelFont());
+    const double need = fm.horizontalAdvance(QStringLiteral("L%1").arg(n - 1)) + 4;
+    const double slot = plotIn(area).width() / static_cast<double>(n);
+    for (int base = 1;; base *= 10)
+        for (int m : {1, 2, 5})
+            if (m * base * slot >= need || m * base >= n) return m * base;
+}
+
+int BudgetBars::labelStride() const { return strideIn(rect()); }
+
+bool BudgetBars::valueFits(int layer) const {
+    const QFontMetrics fm(labelFont());
+    return fm.horizontalAdvance(QString::number(m_budgets.at(static_cast<size_t>(layer)))) + 2 <= barSlot(layer).width();
+}
+
+QString BudgetBars::hoverText(const QPoint& pos) const {
+    for (int l = 0; l < static_cast<int>(m_budgets.size()); ++l) {
+        const QRect slot = barSlot(l);
+        if (pos.x() < slot.left() || pos.x() > slot.right()) continue;
+        QString text = tr("layer %1: budget %2 entries per KV head").arg(l).arg(m_budgets[static_cast<size_t>(l)]);
+        if (l < static_cast<int>(m_held.size()) && !m_held[static_cast<size_t>(l)].empty()) {
+            QStringList held;
+            for (int64_t h : m_held[static_cast<size_t>(l)]) held << QString::number(h);
+            text += tr("; held per KV head: %1").arg(held.join(QStringLiteral(", ")));
+        }
+        return text + tr(" (drag to change)");
+    }
+    return {};
+}
+
+bool BudgetBars::event(QEvent* e) {
+    if (e->type() == QEvent::ToolTip) {
+        const auto* help = static_cast<QHelpEvent*>(e);
+        const QString text = hoverText(help->pos());
+        if (text.isEmpty()) QToolTip::showText(help->globalPos(), toolTip(), this);
+        else QToolTip::showText(help->globalPos(), text, this);
+        return true;
+    }
+    return QWidget::event(e);
+}
+
 QPoint BudgetBars::pointFor(int layer, int64_t value) const {
     const QRect plot = plotIn(rect());
     const double y = plot.bottom() - static_cast<double>(value) / scaleMax() * plot.height();
@@ -74,9 +129,8 @@ void BudgetBars::paint(QPainter& p, const QRect& area) const {
     p.fillRect(area, palette().color(QPalette::Base));
     const QRect plot = plotIn(area);
     const double top = scaleMax();
-    QFont f = p.font();
-    f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.8));
-    p.setFont(f);
+    p.setFont(labelFont());
+    const int stride = strideIn(area);
     // The prompt length: budgets above it evict nothing.
     const int limitY = static_cast<int>(plot.bottom() - static_cast<double>(m_limit) / top * plot.height());
     p.setPen(QPen(palette().color(QPalette::Mid), 1, Qt::DashLine));
@@ -95,10 +149,14 @@ void BudgetBars::paint(QPainter& p, const QRect& area) const {
                         barWidth, h);
         p.fillRect(bar, l == m_dragLayer ? selectionColour() : statusColour(TokenStatus::Held));
         p.setPen(palette().color(QPalette::WindowText));
-        p.drawText(QRect(slot.left(), bar.top() - kValueHeight, slot.width(), kValueHeight), Qt::AlignCenter,
-                   QString::number(b));
-        p.drawText(QRect(slot.left(), plot.bottom() + 1, slot.width(), kLabelHeight), Qt::AlignCenter,
-                   QStringLiteral("L%1").arg(l));
+        const QString value = QString::number(b);
+        if (p.fontMetrics().horizontalAdvance(value) + 2 <= slot.width())
+            p.drawText(QRect(slot.left(), bar.top() - kValueHeight, slot.width(), kValueHeight), Qt::AlignCenter, value);
+        if (l % stride == 0) {  // centred on its column, as wide as it needs
+            const int w = p.fontMetrics().horizontalAdvance(QStringLiteral("L%1").arg(l)) + 4;
+            p.drawText(QRect(slot.center().x() - w / 2, plot.bottom() + 1, w, kLabelHeight), Qt::AlignCenter,
+                       QStringLiteral("L%1").arg(l));
+        }
         if (!perHead) continue;
         const auto& held = m_held[static_cast<size_t>(l)];
         const int sub = std::max(1, barWidth / static_cast<int>(held.size()));

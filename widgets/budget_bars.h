@@ -21,6 +21,14 @@ public:
     void setHeadHeld(std::vector<std::vector<int64_t>> held);
 
     QRect barSlot(int layer) const;          // the column a layer's bar lives in
+    // Deep models (30, 80 layers): a layer label every labelStride()-th
+    // column and a value only where it fits its column, so that nothing is
+    // drawn over anything; the exact numbers are in the hover text.
+    int labelStride() const;
+    bool valueFits(int layer) const;
+    // The hover text at a point: the layer, its budget and what each KV head
+    // holds; empty outside the bars.
+    QString hoverText(const QPoint& pos) const;
     QPoint pointFor(int layer, int64_t value) const;  // where dragging to `value` lands
     void paint(QPainter& p, const QRect& area) const;
     QSize sizeHint() const override { return {260, 140}; }
@@ -31,12 +39,15 @@ Q_SIGNALS:
     void edited(const std::vector<int64_t>& perLayer);   // on release
 
 protected:
+    bool event(QEvent* e) override;
     void paintEvent(QPaintEvent*) override;
     void mousePressEvent(QMouseEvent* e) override;
     void mouseMoveEvent(QMouseEvent* e) override;
     void mouseReleaseEvent(QMouseEvent* e) override;
 
 private:
+    QFont labelFont() const;
+    int strideIn(const QRect& area) const;
     QRect plotIn(const QRect& area) const;
     QRect slotIn(const QRect& area, int layer) const;
     double scaleMax() const;

@@ -187,8 +187,14 @@ void MetricsPanel::plotMass(const Trace& t) {
     }
     m_mass->xAxis->setRange(-0.3, std::max<double>(1, static_cast<double>(t.numLayers) - 0.7));
     m_mass->yAxis->setRange(0, 1.05);
+    // Whole layers, at most about eight ticks (30- and 80-layer models), on round layers.
+    int step = 1;
+    for (int base = 1; t.numLayers > 8 * step; base *= 10)
+        for (int m : {1, 2, 5})
+            if (t.numLayers > 8 * step) step = m * base;
     QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
-    ticker->setTickStep(1);
+    ticker->setTickStep(step);
+    ticker->setScaleStrategy(QCPAxisTickerFixed::ssNone);
     m_mass->xAxis->setTicker(ticker);
     m_mass->replot(QCustomPlot::rpQueuedReplot);
 }

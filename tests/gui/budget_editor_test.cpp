@@ -1,6 +1,7 @@
 // BudgetEditor: dragging a bar edits one layer's budget (one undo step),
 // presets lay the bars out, and undo/redo restore the spec the session gets.
 #include <QtTest>
+#include <QPainter>
 #include <QUndoStack>
 
 #include <QCheckBox>
@@ -121,6 +122,44 @@ private Q_SLOTS:
         bars.setHeadHeld({{80, 48}, {40, 88}});
         const QImage perHead = bars.grab().toImage();
         QVERIFY(plain != perHead);
+    }
+
+    // Issue 21 item 15: at 2, 30 and 80 layers no layer label or value is
+    // drawn over another, labels fall on round layers, and the hover text
+    // gives every layer's exact numbers.
+    void deepModelsThinTheirLabels() {
+        for (int layers : {2, 30, 80}) {
+            ui::BudgetBars bars;
+            bars.resize(300, 160);
+            std::vector<int64_t> b;
+            for (int l = 0; l < layers; ++l) b.push_back(64 + l);
+            bars.setBudgets(b);
+            bars.setLimit(512);
+            const int stride = bars.labelStride();
+            const QFontMetrics fm(bars.font());
+            const int width = bars.barSlot(1).left() - bars.barSlot(0).left();
+            const int label = QFontMetrics([&] {
+                                  QFont f = bars.font();
+                                  f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.8));
+                                  return f;
+                              }()).horizontalAdvance(QStringLiteral("L%1").arg(layers - 1));
+            QVERIFY2(stride * width >= label, qPrintable(QStringLiteral("%1 layers: stride %2").arg(layers).arg(stride)));
+            QVERIFY(stride == 1 || stride == 2 || stride == 5 || stride % 10 == 0);
+            if (layers == 2) QCOMPARE(stride, 1);
+            if (layers == 80) QVERIFY(stride >= 5);
+            for (int l = 0; l < layers; ++l)
+                if (bars.valueFits(l))
+                    QVERIFY(fm.horizontalAdvance(QString::number(b[static_cast<size_t>(l)])) <= bars.barSlot(l).width() + 2);
+            if (layers >= 30) QVERIFY(!bars.valueFits(layers - 1));  // a 3-digit value in a ~3 px column: not drawn
+            bars.setHeadHeld(std::vector<std::vector<int64_t>>(static_cast<size_t>(layers), {60, 64, 70}));
+            const QString hover = bars.hoverText(bars.barSlot(layers - 1).center());
+            QVERIFY2(hover.contains(QStringLiteral("layer %1: budget %2").arg(layers - 1).arg(b.back())), qPrintable(hover));
+            QVERIFY(hover.contains(QStringLiteral("60, 64, 70")));
+            QVERIFY(bars.hoverText(QPoint(1, 1)).isEmpty());  // the axis, not a bar
+            QImage img(bars.size(), QImage::Format_ARGB32);
+            QPainter p(&img);
+            bars.paint(p, bars.rect());
+        }
     }
 };
 

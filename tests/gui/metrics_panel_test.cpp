@@ -50,6 +50,26 @@ private Q_SLOTS:
         }
     }
 
+    // Issue 21 item 15: the retained-mass plot's layer axis stays readable at 30 and 80 layers.
+    void deepModelsGetFewLayerTicks() {
+        for (int layers : {2, 30, 80}) {
+            auto t = test::makeTrace(12);
+            t->numLayers = layers;
+            for (auto& p : t->policies) {
+                const LayerTrace first = p.layers.front();
+                p.layers.assign(static_cast<size_t>(layers), first);
+            }
+            ui::MetricsPanel panel;
+            panel.resize(500, 600);
+            panel.setTrace(t);
+            panel.massPlot()->replot();
+            const QVector<double> ticks = panel.massPlot()->xAxis->tickVector();
+            QVERIFY2(ticks.size() >= 2 && ticks.size() <= 10, qPrintable(QStringLiteral("%1 layers: %2 ticks").arg(layers).arg(ticks.size())));
+            for (double x : ticks) QCOMPARE(x, std::round(x));  // whole layers
+            QCOMPARE(panel.massPlot()->graph(0)->data()->size(), layers);
+        }
+    }
+
     void plotsEveryPolicy() {
         ui::MetricsPanel panel;
         panel.resize(500, 600);
