@@ -1,5 +1,7 @@
 #include "widgets/memory_view.h"
 
+#include "widgets/appearance.h"
+
 #include <QHeaderView>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -41,6 +43,7 @@ MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
     m_plot->legend->setFont(small);
     m_plot->legend->setRowSpacing(-3);
     m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+    stylePlot(m_plot);  // the current zoom and theme
     layout->addWidget(m_plot, 3);
     m_table = new QTableWidget(this);
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);

@@ -1,5 +1,8 @@
 #include "widgets/metrics_panel.h"
 
+#include "widgets/appearance.h"
+
+#include <QApplication>
 #include <QDir>
 #include <QFileInfo>
 #include <QGridLayout>
@@ -36,6 +39,7 @@ QCustomPlot* makePlot(QWidget* parent, const QString& title, const QString& x, c
     plot->legend->setFont(small);
     plot->legend->setRowSpacing(-3);
     plot->setMinimumSize(160, 130);
+    stylePlot(plot);  // the current zoom and theme
     return plot;
 }
 
@@ -50,7 +54,7 @@ void setPlotNote(QCustomPlot* plot, const QString& text) {
     note->position->setCoords(0.5, 0.5);
     note->setText(text);
     note->setTextAlignment(Qt::AlignCenter);
-    note->setColor(Qt::darkGray);
+    note->setColor(QApplication::palette().color(QPalette::Disabled, QPalette::WindowText));
 }
 
 QCPGraph* addSeries(QCustomPlot* plot, const QString& name, const QColor& colour, const QVector<double>& x,
@@ -258,6 +262,7 @@ void MetricsPanel::showOutputs(const Trace& t) {
 QString MetricsPanel::outputHtml() const { return m_outputs->toHtml(); }
 
 QString MetricsPanel::exportPlot(QCustomPlot* plot, const QString& file, double scale) {
+    const PaperStyle paper(plot);  // white paper at 100 %, whatever the screen's theme and zoom
     const int w = std::max(plot->width(), 480), h = std::max(plot->height(), 360);
     const QString ext = QFileInfo(file).suffix().toLower();
     if (ext == QLatin1String("png")) {

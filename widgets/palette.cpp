@@ -1,5 +1,8 @@
 #include "widgets/palette.h"
 
+#include <QApplication>
+#include <QPalette>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -47,7 +50,11 @@ const std::vector<QColor>& policyPalette() {
     return colours;
 }
 
-QColor fullCacheColour() { return QColor(0x20, 0x20, 0x20); }
+// Near black on a light palette, near white on a dark one (View → Dark theme).
+QColor fullCacheColour() {
+    return QApplication::palette().color(QPalette::Base).lightness() < 128 ? QColor(0xE0, 0xE0, 0xE0)
+                                                                          : QColor(0x20, 0x20, 0x20);
+}
 
 QColor policyColour(const std::string& label) {
     static std::map<std::string, size_t> given;  // GUI thread only

@@ -38,6 +38,7 @@
 #include "widgets/model_panel.h"
 #include "widgets/needle_panel.h"
 #include "widgets/sweep_panel.h"
+#include "widgets/appearance.h"
 #include "app/gui/sweep_actions.h"
 #include "widgets/policy_list.h"
 #include "widgets/prompt_editor.h"
@@ -94,6 +95,7 @@ MainWindow::MainWindow(QWidget* parent)
     connectController();
     connectNeedle();
     connectSweep();
+    ui::applyAppearance({m_settings.zoom.get(), m_settings.darkTheme.get()});
     m_busy->setRange(0, 0);
     m_busy->setMaximumWidth(160);
     m_busy->hide();
@@ -235,6 +237,16 @@ void MainWindow::buildActions() {
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
     for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+    view->addSeparator();
+    QAction* zoomIn = add(view, tr("Zoom &in"), QKeySequence::ZoomIn,
+                          [this] { setZoom(ui::nextZoom(ui::currentAppearance().zoom, +1)); });
+    zoomIn->setShortcuts({QKeySequence::ZoomIn, QKeySequence(QStringLiteral("Ctrl+="))});
+    add(view, tr("Zoom &out"), QKeySequence::ZoomOut, [this] { setZoom(ui::nextZoom(ui::currentAppearance().zoom, -1)); });
+    add(view, tr("&Actual size"), QKeySequence(QStringLiteral("Ctrl+0")), [this] { setZoom(100); });
+    QAction* dark = add(view, tr("&Dark theme"), QKeySequence(), [this](bool on) { setDarkTheme(on); });
+    dark->setObjectName(QStringLiteral("darkTheme"));
+    dark->setCheckable(true);
+    dark->setChecked(m_settings.darkTheme.get());
     view->addSeparator();
     add(view, tr("&Reset layout"), QKeySequence(), [this] {
         for (QDockWidget* d : findChildren<QDockWidget*>()) d->show();
@@ -447,6 +459,24 @@ void MainWindow::connectController() {
 }
 
 QString MainWindow::contextNotice() const { return m_notice->text(); }
+
+void MainWindow::setZoom(int percent) {
+    ui::Appearance a = ui::currentAppearance();
+    a.zoom = std::clamp(percent, ui::kMinZoom, ui::kMaxZoom);
+    ui::applyAppearance(a);
+    m_settings.zoom.set(a.zoom);
+    statusBar()->showMessage(tr("zoom %1 %").arg(a.zoom), 2000);
+}
+
+void MainWindow::setDarkTheme(bool dark) {
+    ui::Appearance a = ui::currentAppearance();
+    a.dark = dark;
+    ui::applyAppearance(a);
+    m_settings.darkTheme.set(dark);
+    if (auto* action = findChild<QAction*>(QStringLiteral("darkTheme"))) action->setChecked(dark);
+    // The full cache's colour follows the theme: draw the shown trace again.
+    if (!m_controller->history().empty()) showTrace(m_controller->shownTrace(), m_controller->shownStep());
+}
 
 QString MainWindow::openSweep(const QString& file) {
     if (auto* d = findChild<QDockWidget*>(QStringLiteral("sweep"))) d->raise();

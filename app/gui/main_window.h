@@ -58,6 +58,10 @@ public:
     ui::MemoryView* memoryView() const { return m_memory; }
     ui::SweepPanel* sweepPanel() const { return m_sweep; }
     SweepActions* sweeps() const { return m_sweeps; }
+    // View → Zoom in / out / Actual size (Ctrl+= Ctrl+− Ctrl+0) and Dark theme:
+    // applied to every panel and plot at once and kept for the next start.
+    void setZoom(int percent);
+    void setDarkTheme(bool dark);
     // Opens a sweep (SweepActions::openSweep) and brings the Sweep dock to the
     // front; the reason on failure, shown in the dock too.
     QString openSweep(const QString& file);

@@ -32,6 +32,8 @@ struct Settings {
     SettingValue<QByteArray> windowState{QStringLiteral("window/state"), {}};
     SettingValue<QString> lastModelDir{QStringLiteral("model/lastDirectory"), {}};
     SettingValue<QString> colourScale{QStringLiteral("view/colourScale"), QStringLiteral("power")};
+    SettingValue<int> zoom{QStringLiteral("view/zoom"), 100};  // percent of the style's text size
+    SettingValue<bool> darkTheme{QStringLiteral("view/darkTheme"), false};
     SettingValue<int> decodeSteps{QStringLiteral("run/decodeSteps"), 16};
     SettingValue<QStringList> recentSessions{QStringLiteral("session/recent"), {}};
     // False while the app runs: still false at the next start means it did

@@ -1,0 +1,49 @@
+#pragma once
+// Zoom and theme for the whole application (View → Zoom in / Zoom out /
+// Actual size, Dark theme): the text size as a percentage of the style's own
+// and a light or dark palette. Widgets that paint themselves take their font
+// and colours from font() and palette(), so they follow; QCustomPlot copies
+// fonts and colours when a plot is made, so every plot is restyled here
+// (fonts, axes, grid, legend, background) — stylePlot() is also what a panel
+// calls on a plot it makes, so a new plot starts in the current appearance.
+#include <QPalette>
+
+class QCustomPlot;
+
+namespace kvlens::ui {
+
+struct Appearance {
+    int zoom = 100;     // percent of the style's default text size
+    bool dark = false;  // the Fusion style with a dark palette; light: the style's own palette
+};
+
+inline constexpr int kMinZoom = 50, kMaxZoom = 200;
+// The next zoom step from `zoom` in `direction` (+1 / -1): 50, 67, 75, 80,
+// 90, 100, 110, 125, 150, 175, 200; the limits stay put.
+int nextZoom(int zoom, int direction);
+
+// Applies `a` to the application and every top-level widget's plots.
+void applyAppearance(const Appearance& a);
+const Appearance& currentAppearance();
+QPalette darkPalette();
+
+// A plot in the application's current appearance: tick labels, axis labels
+// and the legend at 80 % of the font (bold title), axis, tick, grid and text
+// colours and the background from the palette.
+void stylePlot(QCustomPlot* plot);
+
+// While it lives, a plot is in the light theme at 100 % (an exported figure
+// goes on white paper at its own size, whatever the screen shows); restyled
+// back when it goes.
+class PaperStyle {
+public:
+    explicit PaperStyle(QCustomPlot* plot);
+    ~PaperStyle();
+    PaperStyle(const PaperStyle&) = delete;
+    PaperStyle& operator=(const PaperStyle&) = delete;
+
+private:
+    QCustomPlot* m_plot;
+};
+
+}  // namespace kvlens::ui
