@@ -128,6 +128,23 @@ QImage AttentionHeatmap::renderImage(const QRect& plot, QRectF* targetRect) cons
     return img;
 }
 
+QString AttentionHeatmap::titleFor(const QFontMetrics& fm, int width) const {
+    const QString head = QStringLiteral("L%1 H%2").arg(m_layer).arg(m_head);
+    for (const QString& t : {tr("attention %1 · query ↓ key →").arg(head), tr("%1 · query ↓ key →").arg(head)})
+        if (fm.horizontalAdvance(t) <= width) return t;
+    return tr("attention %1").arg(head);
+}
+
+QString AttentionHeatmap::titleText() const { return titleFor(fontMetrics(), width() - 4); }
+
+QString AttentionHeatmap::compactNumber(double v) {
+    if (v == 0 || !std::isfinite(v)) return QString::number(v);
+    if (std::abs(v) >= 0.01 && std::abs(v) < 1e4) return QString::number(v, 'g', 2);
+    const int e = static_cast<int>(std::floor(std::log10(std::abs(v))));
+    const long m = std::lround(v / std::pow(10.0, e));
+    return m == 10 || m == -10 ? QStringLiteral("%1e%2").arg(m / 10).arg(e + 1) : QStringLiteral("%1e%2").arg(m).arg(e);
+}
+
 void AttentionHeatmap::paintColourBar(QPainter& p, const QRect& bar) const {
     for (int y = 0; y < bar.height(); ++y) {
         const double t = 1.0 - static_cast<double>(y) / std::max(1, bar.height() - 1);
@@ -139,8 +156,9 @@ void AttentionHeatmap::paintColourBar(QPainter& p, const QRect& bar) const {
     f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.8));
     p.setFont(f);
     const QRect labels(bar.right() + 3, bar.top(), kBarGap - 4, bar.height());
-    p.drawText(labels, Qt::AlignTop | Qt::AlignLeft, QString::number(m_range.hi, 'g', 2));
-    p.drawText(labels, Qt::AlignBottom | Qt::AlignLeft, QString::number(m_range.lo, 'g', 2));
+    // "9e-5", not "9.3e-05": the log scale's minimum fits beside the bar (and is never cut).
+    p.drawText(labels, Qt::AlignTop | Qt::AlignLeft | Qt::TextDontClip, compactNumber(m_range.hi));
+    p.drawText(labels, Qt::AlignBottom | Qt::AlignLeft | Qt::TextDontClip, compactNumber(m_range.lo));
     p.save();
     p.translate(labels.left() + 10, labels.center().y());
     p.rotate(-90);
@@ -153,9 +171,10 @@ void AttentionHeatmap::paint(QPainter& p, const QRect& area) const {
     p.fillRect(area, palette().color(QPalette::Base));
     const QRect plot = plotRectIn(area);
     p.setPen(palette().color(QPalette::WindowText));
-    const QString title = QStringLiteral("attention L%1 H%2").arg(m_layer).arg(m_head);
-    p.drawText(QRect(area.left() + 2, area.top(), area.width() - 4, kTitleHeight), Qt::AlignLeft | Qt::AlignVCenter,
-               title);
+    // The title names the axes — rows are queries (top to bottom), columns
+    // keys (left to right) — as far as the column's width allows.
+    const QRect titleRect(area.left() + 2, area.top(), area.width() - 4, kTitleHeight);
+    p.drawText(titleRect, Qt::AlignLeft | Qt::AlignVCenter, titleFor(p.fontMetrics(), titleRect.width()));
     if (!m_lod || m_lod->size() == 0) {
         p.drawText(plot, Qt::AlignCenter | Qt::TextWordWrap, QStringLiteral("no attention captured"));
         p.restore();

@@ -17,6 +17,11 @@ class AttentionHeatmap : public QWidget {
     Q_OBJECT
 public:
     explicit AttentionHeatmap(QWidget* parent = nullptr);
+    // A colour-bar label in at most about five characters: 0.25, 1, 9e-5, 3e4.
+    static QString compactNumber(double v);
+    // The title at this width: "attention L2 H5 · query ↓ key →", shortened to
+    // "L2 H5 · query ↓ key →", then "attention L2 H5", as the width allows.
+    QString titleText() const;
 
     // `map` may be null (no capture): the view says so. The trace keeps the
     // token labels alive for tooltips.
@@ -53,6 +58,7 @@ protected:
     bool event(QEvent* e) override;
 
 private:
+    QString titleFor(const QFontMetrics& fm, int width) const;
     QRect plotRectIn(const QRect& area) const;
     QPointF toCell(const QPointF& widgetPos) const;
     QImage renderImage(const QRect& plot, QRectF* targetRect) const;

@@ -412,7 +412,20 @@ void paintGridFigure(QPainter& p, const QRectF& area, const std::vector<FigureVi
                                   .arg(m ? m->head : v.head);
         drawTitle(p, QRectF(x, y, side, kPanelTitleH), label, kCaptionPt, false);
         paintPanelMap(p, QRectF(x, y + kPanelTitleH, side, side), v, range);
+        if (m && m->size > 0) {  // the key axis's ends, in the gap under the panel
+            p.setPen(Qt::black);
+            p.setFont(figureFont(kTickPt));
+            const QRectF ticks(x, y + kPanelTitleH + side, side, kPanelGap);
+            p.drawText(ticks, Qt::AlignLeft | Qt::AlignVCenter, QStringLiteral("0"));
+            p.drawText(ticks, Qt::AlignRight | Qt::AlignVCenter, QString::number(m->size - 1));
+        }
     }
+    // The axes of every panel, once.
+    p.setPen(Qt::black);
+    p.setFont(figureFont(kCaptionPt));
+    p.drawText(QRectF(area.left() + 6, area.bottom() - 14, area.width() - 12, 14), Qt::AlignLeft | Qt::AlignVCenter,
+               QStringLiteral("each panel: rows = query tokens (top to bottom), columns = key tokens 0 … N−1 (left to "
+                              "right); evicted keys hatched"));
     const double barX = area.left() + 6 + cols * (side + kPanelGap);
     const double barH = std::min(rows * (kPanelTitleH + side + kPanelGap) - kPanelGap - kPanelTitleH, 300.0);
     paintColourBar(p, QRectF(barX, area.top() + kTitleH + kPanelTitleH, kBarW, barH), range,

@@ -14,6 +14,7 @@ constexpr int kPanelMinWidth = 170;
 constexpr int kTitleHeight = 16;
 constexpr int kAxisWidth = 40;
 constexpr int kAxisHeight = 14;
+constexpr int kAxisTitle = 12;  // "needle depth" below, "context" beside
 
 template <class T>
 int indexOf(const std::vector<T>& v, const T& x) {
@@ -91,7 +92,7 @@ QRect NeedleView::panelRect(const QRect& area, int panel) const {
 }
 
 QRect NeedleView::cellRectIn(const QRect& panelArea, int row, int column) const {
-    const QRect grid = panelArea.adjusted(kAxisWidth, kTitleHeight, 0, -kAxisHeight);
+    const QRect grid = panelArea.adjusted(kAxisTitle + kAxisWidth, kTitleHeight, 0, -(kAxisHeight + kAxisTitle));
     const int rows = std::max<int>(1, static_cast<int>(m_contexts.size()));
     const int cols = std::max<int>(1, static_cast<int>(m_depths.size()));
     const double w = grid.width() / static_cast<double>(cols), h = grid.height() / static_cast<double>(rows);
@@ -122,7 +123,7 @@ void NeedleView::paint(QPainter& p, const QRect& area) const {
         const Panel& pn = m_panels[static_cast<size_t>(i)];
         for (size_t r = 0; r < m_contexts.size(); ++r) {
             const QRect first = cellRectIn(panel, static_cast<int>(r), 0);
-            p.drawText(QRect(panel.left(), first.top(), kAxisWidth - 4, first.height()),
+            p.drawText(QRect(panel.left() + kAxisTitle, first.top(), kAxisWidth - 4, first.height()),
                        Qt::AlignRight | Qt::AlignVCenter, QString::number(m_contexts[r]));
             for (size_t c = 0; c < m_depths.size(); ++c) {
                 const QRect cell = cellRectIn(panel, static_cast<int>(r), static_cast<int>(c));
@@ -141,6 +142,17 @@ void NeedleView::paint(QPainter& p, const QRect& area) const {
             p.drawText(QRect(last.left(), last.bottom() + 1, last.width(), kAxisHeight), Qt::AlignCenter,
                        QStringLiteral("%1%").arg(100.0 * m_depths[c], 0, 'f', 0));
         }
+        // Axis titles: what the columns and the rows are.
+        const QRect first = cellRectIn(panel, 0, 0);
+        const QRect last = cellRectIn(panel, static_cast<int>(m_contexts.size()) - 1, static_cast<int>(m_depths.size()) - 1);
+        p.drawText(QRect(first.left(), last.bottom() + 1 + kAxisHeight, last.right() - first.left(), kAxisTitle),
+                   Qt::AlignCenter, tr("needle depth"));
+        p.save();
+        p.translate(panel.left() + kAxisTitle / 2 + 1, (first.top() + last.bottom()) / 2);
+        p.rotate(-90);
+        p.drawText(QRect(-(last.bottom() - first.top()) / 2, -kAxisTitle / 2, last.bottom() - first.top(), kAxisTitle),
+                   Qt::AlignCenter, tr("context (tokens)"));
+        p.restore();
     }
     p.restore();
 }

@@ -38,6 +38,8 @@
 #include "widgets/model_panel.h"
 #include "widgets/needle_panel.h"
 #include "widgets/sweep_panel.h"
+#include "widgets/fidelity_figure.h"
+#include "widgets/needle_view.h"
 #include "widgets/appearance.h"
 #include "app/gui/sweep_actions.h"
 #include "widgets/policy_list.h"
@@ -479,9 +481,12 @@ void MainWindow::setDarkTheme(bool dark) {
 }
 
 QString MainWindow::openSweep(const QString& file) {
-    if (auto* d = findChild<QDockWidget*>(QStringLiteral("sweep"))) d->raise();
     const QString error = m_sweeps->openSweep(file);
     if (!error.isEmpty()) m_sweep->setStatus(error.toHtmlEscaped());
+    // The dock with something to show: the fidelity curves, else the needle grid.
+    const bool curves = error.isEmpty() && !m_sweep->view()->curves().empty();
+    const bool grid = error.isEmpty() && m_needle->view()->result();
+    if (auto* d = findChild<QDockWidget*>(!curves && grid ? QStringLiteral("needle") : QStringLiteral("sweep"))) d->raise();
     return error;
 }
 

@@ -32,6 +32,32 @@ private Q_SLOTS:
         QVERIFY(img.pixelColor(map.cellCentre(4, 3)) != ui::evictedColour());
     }
 
+    // Issue 21 item 11: the colour bar's labels are short enough to fit (the
+    // log scale's minimum was cut to "9.3e-"), and the title names the axes
+    // where the column is wide enough.
+    void colourBarLabelsFitAndTheTitleNamesTheAxes() {
+        QCOMPARE(ui::AttentionHeatmap::compactNumber(9.3e-05), QStringLiteral("9e-5"));
+        QCOMPARE(ui::AttentionHeatmap::compactNumber(0.25), QStringLiteral("0.25"));
+        QCOMPARE(ui::AttentionHeatmap::compactNumber(1), QStringLiteral("1"));
+        QCOMPARE(ui::AttentionHeatmap::compactNumber(0), QStringLiteral("0"));
+        QCOMPARE(ui::AttentionHeatmap::compactNumber(0.00099), QStringLiteral("1e-3"));
+        QCOMPARE(ui::AttentionHeatmap::compactNumber(12345), QStringLiteral("1e4"));
+        QFont f;
+        f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.8));
+        for (double v : {9.3e-05, 1.2e-7, 0.0031, 0.99})
+            QVERIFY(QFontMetrics(f).horizontalAdvance(ui::AttentionHeatmap::compactNumber(v)) <= 26);  // kBarGap - 4
+        auto trace = test::makeTrace(12);
+        ui::AttentionHeatmap map;
+        map.setMap(trace, std::make_shared<ui::AttentionLod>(trace->attention[1]), 1, 5);
+        const QString full = QStringLiteral("attention L1 H5 · query ↓ key →"), shorter = QStringLiteral("L1 H5 · query ↓ key →");
+        map.resize(map.fontMetrics().horizontalAdvance(full) + 8, 300);
+        QCOMPARE(map.titleText(), full);
+        map.resize(map.fontMetrics().horizontalAdvance(shorter) + 8, 300);
+        QCOMPARE(map.titleText(), shorter);
+        map.resize(map.fontMetrics().horizontalAdvance(shorter) - 8, 300);
+        QCOMPARE(map.titleText(), QStringLiteral("attention L1 H5"));
+    }
+
     void colourScales() {
         const ui::ColourRange r{0.001f, 1};
         QCOMPARE(ui::normalise(1, r, ui::ColourScale::Linear), 1.0);

@@ -122,6 +122,17 @@ private Q_SLOTS:
                  QString());
         QVERIFY(readAll(grid).startsWith("%PDF-"));
         QVERIFY(ui::gridFigureSize(3, 3).width() > ui::gridFigureSize(3, 1).width());
+        // Issue 21 item 11: the grid names its axes (a caption line at the
+        // bottom) and the key axis's ends under each panel.
+        const QString png = dir.filePath(QStringLiteral("g.png"));
+        QCOMPARE(ui::writeFigure(png, ui::gridFigureSize(3, 3), 1,
+                                 [&](QPainter& p, const QRectF& a) { ui::paintGridFigure(p, a, panels, 3, QStringLiteral("grid")); }),
+                 QString());
+        const QImage g(png);
+        int dark = 0;
+        for (int y = g.height() - 12; y < g.height() - 2; ++y)
+            for (int x = 0; x < g.width() / 2; ++x) dark += QColor(g.pixel(x, y)).lightness() < 128;
+        QVERIFY2(dark > 50, qPrintable(QStringLiteral("%1 dark pixels in the caption line").arg(dark)));
     }
 
     // A figure that does not fit (the disk is full) is an error naming the

@@ -67,6 +67,10 @@ private Q_SLOTS:
             QVERIFY2(ticks.size() >= 2 && ticks.size() <= 10, qPrintable(QStringLiteral("%1 layers: %2 ticks").arg(layers).arg(ticks.size())));
             for (double x : ticks) QCOMPARE(x, std::round(x));  // whole layers
             QCOMPARE(panel.massPlot()->graph(0)->data()->size(), layers);
+            // Issue 21 item 11: the legend sits under the plot, not over its points and ticks.
+            QCOMPARE(panel.massPlot()->axisRect()->insetLayout()->elementCount(), 0);
+            QVERIFY(!panel.massPlot()->legend->outerRect().intersects(panel.massPlot()->axisRect()->outerRect()));
+            QVERIFY(panel.massPlot()->legend->outerRect().top() >= panel.massPlot()->axisRect()->outerRect().bottom());
         }
     }
 

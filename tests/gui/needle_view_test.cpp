@@ -29,6 +29,27 @@ private Q_SLOTS:
         QCOMPARE(bar->text(), QStringLiteral("probe 2 of 6"));
     }
 
+    // Issue 21 item 11: each panel titles its axes ("needle depth" under the
+    // columns, "context (tokens)" beside the rows): ink where the titles go.
+    void panelsTitleTheirAxes() {
+        ui::NeedleView view;
+        view.resize(500, 300);
+        view.setResult(makeGrid());
+        const QImage img = view.grab().toImage();
+        const QColor base = view.palette().color(QPalette::Base);
+        auto ink = [&](const QRect& r) {
+            int n = 0;
+            for (int y = r.top(); y <= r.bottom(); ++y)
+                for (int x = r.left(); x <= r.right(); ++x) n += img.pixelColor(x, y) != base;
+            return n;
+        };
+        const QRect topLeft = view.cellRect(0, 0, 0), bottomRight = view.cellRect(0, 1, 1);
+        // Left of the context numbers, along the rows.
+        QVERIFY(ink(QRect(topLeft.left() - 52, topLeft.top(), 12, bottomRight.bottom() - topLeft.top())) > 20);
+        // Under the depth labels, across the columns.
+        QVERIFY(ink(QRect(topLeft.left(), bottomRight.bottom() + 16, bottomRight.right() - topLeft.left(), 11)) > 20);
+    }
+
     void panelsAndCells() {
         ui::NeedleView view;
         view.resize(500, 300);
