@@ -352,6 +352,13 @@ ui::FigureView FileActions::figureView(int run) const {
     return v;
 }
 
+QString FileActions::describedName(int run) const {
+    const ui::FigureView v = figureView(std::max(0, run));
+    if (!v.trace) return QStringLiteral("kvlens");
+    return QString::fromStdString(exportDescriptiveName(v.model.toStdString(), *v.trace, static_cast<size_t>(std::max(0, run)),
+                                                        v.layer, v.head));
+}
+
 QString FileActions::exportFigure(const QString& file, double scale, int run, bool status) const {
     const ui::FigureView v = figureView(std::max(0, run));
     if (!v.trace) return tr("nothing to export yet: no run has finished");
@@ -546,7 +553,9 @@ void FileActions::chooseExportFigure() {
     if (!askFigure(m_window, *trace, trace->policies.size() > 1 ? 1 : 0, m_settings.exportScale.get(), false, &c, nullptr))
         return;
     m_settings.exportScale.set(c.scale);
-    const QString f = QFileDialog::getSaveFileName(m_window, tr("Export figure"), defaultFolder() + QStringLiteral("/figure.png"),
+    const QString f = QFileDialog::getSaveFileName(m_window, tr("Export figure"),
+                                                   defaultFolder() + QStringLiteral("/") + describedName(c.run) +
+                                                       (c.status ? QStringLiteral("_status") : QString()) + QStringLiteral(".png"),
                                                    tr("PNG image (*.png);;SVG vector image (*.svg);;PDF document (*.pdf)"));
     if (f.isEmpty()) return;
     const QString error = exportFigure(f, c.scale, c.run, c.status);
@@ -561,7 +570,9 @@ void FileActions::chooseExportData() {
     FigureChoice c;
     QString table;
     if (!askFigure(m_window, *trace, trace->policies.size() > 1 ? 1 : 0, 2.0, true, &c, &table)) return;
-    const QString f = QFileDialog::getSaveFileName(m_window, tr("Export data"), defaultFolder() + QStringLiteral("/") + table + QStringLiteral(".csv"),
+    const QString f = QFileDialog::getSaveFileName(m_window, tr("Export data"),
+                                                   defaultFolder() + QStringLiteral("/") + describedName(c.run) +
+                                                       QStringLiteral("_") + table + QStringLiteral(".csv"),
                                                    tr("CSV (*.csv);;JSON (*.json);;NumPy array (*.npy)"));
     if (f.isEmpty()) return;
     QString error;

@@ -73,6 +73,10 @@ public:
     // as kvlens-cli names them) plus grid.FMT for figure formats.
     QString exportAll(const QString& folder, const QString& format, QStringList* written = nullptr) const;
     QString exportNeedle(const QString& file, double scale) const;
+    // The default file name (no extension) the export dialogs offer for run
+    // `run` at the selected layer and head: core/io/export_names.h's
+    // exportDescriptiveName, e.g. "kvlens-tiny_snapkv_b48_L02_H05_s4".
+    QString describedName(int run) const;
     // Run `run` at every layer × query head (allHeads) or every layer at the
     // selected head, at the shown step: the worker re-runs the prompt once
     // per pair (a trace captures one), files are written as they arrive

@@ -54,18 +54,31 @@ const AttentionMap& attentionOf(const Trace& t, size_t policy) {
     return t.attention[policy];
 }
 
+// The map with its two kinds of missing cell told apart (kAfterQuery, NaN).
+std::vector<float> attentionCells(const AttentionMap& m) {
+    std::vector<float> cells = m.dense();
+    for (int64_t q = 0; q < m.size; ++q)
+        for (int64_t k = q + 1; k < m.size; ++k) cells[static_cast<size_t>(q * m.size + k)] = kAfterQuery;
+    return cells;
+}
+
 Table attentionTable(const Trace& t, const ExportSelection& s) {
     const AttentionMap& m = attentionOf(t, s.policy);
+    const std::vector<float> cells = attentionCells(m);
     Table tab;
     tab.columns = {"position", "token"};
     for (int64_t k = 0; k < m.size; ++k) tab.columns.push_back(std::to_string(k));
     for (int64_t q = 0; q < m.size; ++q) {
         json row = json::array({q, label(t, q)});
-        for (int64_t k = 0; k < m.size; ++k) row.push_back(num(m.at(q, k)));
+        for (int64_t k = 0; k < m.size; ++k) row.push_back(num(cells[static_cast<size_t>(q * m.size + k)]));
         tab.rows.push_back(std::move(row));
     }
     return tab;
 }
+
+constexpr const char* kAttentionCells =
+    "weight in [0, 1]; -1: the key comes after the query (causally not visible); empty (CSV), null (JSON), NaN (NPY): "
+    "the policy did not hold the key (evicted)";
 
 Table statusTable(const Trace& t, const ExportSelection& s, bool scores) {
     const HeadTrace& h = headOf(t, s);
@@ -154,6 +167,18 @@ ExportTable parseExportTable(const std::string& name) {
 std::string exportCsv(const Trace& trace, ExportTable table, const ExportSelection& sel) {
     const Table tab = buildTable(trace, table, sel);
     std::ostringstream out;
+    // The metadata exportJson gives as fields, as comment lines.
+    const json meta = exportJson(trace, table, sel);
+    out << "# kvlens-export v1 · table " << tableName(table) << " · model " << trace.numLayers << " layers, "
+        << trace.numHeads << " heads, " << trace.numKvHeads << " KV heads · step " << trace.step << " · prompt "
+        << trace.promptLength << " tokens";
+    if (meta.contains("policy")) out << " · policy " << meta["policy"].get<std::string>();
+    if (meta.contains("layer")) out << " · layer " << meta["layer"].get<int64_t>();
+    if (meta.contains("head")) out << " · query head " << meta["head"].get<int64_t>();
+    if (meta.contains("kv_head")) out << " · KV head " << meta["kv_head"].get<int64_t>();
+    out << "\n";
+    if (table == ExportTable::Attention) out << "# cells: " << kAttentionCells << "\n";
+    else out << "# empty: not computed (NaN)\n";
     for (size_t c = 0; c < tab.columns.size(); ++c) out << (c ? "," : "") << tab.columns[c];
     out << "\n";
     for (const auto& row : tab.rows) {
@@ -179,6 +204,8 @@ json exportJson(const Trace& trace, ExportTable table, const ExportSelection& se
             const AttentionMap& m = attentionOf(trace, sel.policy);
             j["layer"] = m.layer;
             j["head"] = m.head;
+            j["cells"] = kAttentionCells;
+            j["after_query"] = kAfterQuery;
         } else {
             j["layer"] = sel.layer;
             j["kv_head"] = sel.kvHead;
@@ -240,7 +267,7 @@ std::vector<float> readNpy(const fs::path& file, std::vector<int64_t>* shape) {
 
 void writeAttentionNpy(const fs::path& file, const Trace& trace, size_t policy) {
     const AttentionMap& m = attentionOf(trace, policy);
-    writeNpy(file, m.dense(), {m.size, m.size});
+    writeNpy(file, attentionCells(m), {m.size, m.size});
 }
 
 }  // namespace kvlens

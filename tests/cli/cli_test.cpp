@@ -206,7 +206,10 @@ TEST_F(CliTest, ExportWritesDataTablesAndRefusesWhatItCannot) {
     const fs::path csv = s_dir->path() / "attn.csv", json = s_dir->path() / "scores.json", npy = s_dir->path() / "attn.npy";
     CliRun r = run(base + " --layer 1 --head 2 --out " + quote(csv.string()));
     ASSERT_EQ(r.code, 0) << r.err;
-    const std::string text = slurp(csv);
+    const std::string all = slurp(csv);
+    EXPECT_EQ(all.rfind("# kvlens-export v1 · table attention", 0), 0u) << all.substr(0, 200);
+    const std::string text = all.substr(all.find("\nposition") + 1);  // after the two metadata lines
+    EXPECT_EQ(std::count(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(all.size() - text.size()), '\n'), 2);
     EXPECT_EQ(text.substr(0, text.find('\n')), "position,token,0,1,2,3,4,5,6,7,8,9,10,11,12,13");
     EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1 + 14);  // 12 prompt tokens + 2 steps
     r = run(base + " --table scores --kv-head 1 --out " + quote(json.string()));

@@ -478,6 +478,10 @@ private Q_SLOTS:
         const QString json = dir.filePath(QStringLiteral("a.json")), csv = dir.filePath(QStringLiteral("s.csv"));
         QCOMPARE(w.files()->exportData(json, ExportTable::Attention, 1), QString());
         QCOMPARE(w.files()->exportData(csv, ExportTable::Status, 1), QString());
+        // The dialogs' default name says what the file shows (model, run, budget, layer, head, step).
+        QVERIFY2(w.files()->describedName(1).startsWith(QStringLiteral("kvlens-tiny_snapkv_b")) &&
+                     w.files()->describedName(1).contains(QStringLiteral("_L02_H03_s")),
+                 qPrintable(w.files()->describedName(1)));
         std::ifstream in(json.toStdString());
         const nlohmann::json j = nlohmann::json::parse(in);
         QCOMPARE(j.at("format").get<std::string>(), std::string("kvlens-export"));
@@ -499,7 +503,9 @@ private Q_SLOTS:
         QVERIFY(compared > 100);
         QFile cf(csv);
         QVERIFY(cf.open(QIODevice::ReadOnly));
-        const QStringList lines = QString::fromUtf8(cf.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        const QStringList all = QString::fromUtf8(cf.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        QVERIFY(all.value(0).startsWith(QStringLiteral("# kvlens-export v1 · table status")));  // metadata first
+        const QStringList lines = all.filter(QRegularExpression(QStringLiteral("^(?!# )")));
         QCOMPARE(static_cast<size_t>(lines.size() - 1), trace->tokens.size());
         const auto& head = trace->policies[1].layers[2].heads[3 / 2];
         int evicted = 0;

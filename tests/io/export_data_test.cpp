@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/io/export_data.h"
+#include "core/io/export_names.h"
 #include "core/model/model.h"
 #include "core/run/session.h"
 #include "tests/support/test_models.h"
@@ -48,6 +49,7 @@ std::vector<std::vector<std::string>> parseCsv(const std::string& text) {
     std::vector<std::vector<std::string>> rows;
     std::stringstream lines(text);
     for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("# ", 0) == 0) continue;  // metadata
         std::vector<std::string> fields;
         std::stringstream f(line);
         for (std::string cell; std::getline(f, cell, ',');) {
@@ -69,20 +71,31 @@ TEST_F(ExportDataTest, AttentionCsvJsonAndNpyHoldTheTraceNumbers) {
     const auto rows = parseCsv(exportCsv(t, ExportTable::Attention, {1}));
     ASSERT_EQ(rows.size(), static_cast<size_t>(m.size + 1));
     EXPECT_EQ(rows[0][0], "position");
-    int nans = 0;
+    // Evicted keys (not held) and keys after the query (causally invisible) are told apart.
+    int evicted = 0, after = 0;
     for (int64_t q = 0; q < m.size; ++q) {
         ASSERT_EQ(rows[q + 1].size(), static_cast<size_t>(m.size + 2));
         for (int64_t k = 0; k < m.size; ++k) {
             const std::string& cell = rows[q + 1][k + 2];
-            if (std::isnan(m.at(q, k))) {
-                EXPECT_EQ(cell, "");
-                ++nans;
+            if (k > q) {
+                EXPECT_EQ(cell, "-1") << q << "," << k;
+                ++after;
+            } else if (std::isnan(m.at(q, k))) {
+                EXPECT_EQ(cell, "") << q << "," << k;
+                ++evicted;
             } else {
                 EXPECT_EQ(std::stof(cell), m.at(q, k)) << q << "," << k;
+                EXPECT_GE(m.at(q, k), 0.0f);
             }
         }
     }
-    EXPECT_GT(nans, 0) << "evicted and future keys are NaN";
+    EXPECT_GT(evicted, 0) << "h2o at budget 8 evicts";
+    EXPECT_EQ(after, m.size * (m.size - 1) / 2);
+    // The metadata lines say what was exported and what the cells mean.
+    const std::string csv = exportCsv(t, ExportTable::Attention, {1});
+    EXPECT_EQ(csv.rfind("# kvlens-export v1 · table attention", 0), 0u) << csv.substr(0, 200);
+    EXPECT_NE(csv.find("policy h2o · layer 1 · query head 2"), std::string::npos) << csv.substr(0, 200);
+    EXPECT_NE(csv.find("# cells: weight in [0, 1]; -1: the key comes after the query"), std::string::npos);
 
     const auto j = exportJson(t, ExportTable::Attention, {1});
     EXPECT_EQ(j["policy"], "h2o");
@@ -91,7 +104,9 @@ TEST_F(ExportDataTest, AttentionCsvJsonAndNpyHoldTheTraceNumbers) {
     for (int64_t q = 0; q < m.size; ++q)
         for (int64_t k = 0; k < m.size; ++k) {
             const auto& v = j["rows"][q][k + 2];
-            if (std::isnan(m.at(q, k)))
+            if (k > q)
+                EXPECT_EQ(v.get<float>(), kAfterQuery);
+            else if (std::isnan(m.at(q, k)))
                 EXPECT_TRUE(v.is_null());
             else
                 EXPECT_EQ(v.get<float>(), m.at(q, k));
@@ -104,8 +119,11 @@ TEST_F(ExportDataTest, AttentionCsvJsonAndNpyHoldTheTraceNumbers) {
     EXPECT_EQ(shape, (std::vector<int64_t>{22, 22}));
     const std::vector<float> values = m.dense();
     ASSERT_EQ(back.size(), values.size());
-    for (size_t i = 0; i < back.size(); ++i)
-        EXPECT_TRUE(back[i] == values[i] || (std::isnan(back[i]) && std::isnan(values[i])));
+    for (size_t i = 0; i < back.size(); ++i) {
+        const bool afterQuery = static_cast<int64_t>(i) % m.size > static_cast<int64_t>(i) / m.size;
+        if (afterQuery) EXPECT_EQ(back[i], kAfterQuery);
+        else EXPECT_TRUE(back[i] == values[i] || (std::isnan(back[i]) && std::isnan(values[i])));
+    }
     EXPECT_EQ(fs::file_size(npy) % 64, (22 * 22 * 4) % 64) << "the header pads to 64 bytes";
 }
 
@@ -144,4 +162,12 @@ TEST_F(ExportDataTest, BadSelectionsAreRefused) {
     const fs::path bad = s_dir->path() / "bad.npy";
     std::ofstream(bad) << "not numpy";
     EXPECT_THROW(readNpy(bad, nullptr), FormatError);
+}
+
+// Issue 21 item 13: default export names say what a file shows.
+TEST_F(ExportDataTest, DescriptiveNamesSayModelRunBudgetLayerHeadAndStep) {
+    const Trace& t = *s_trace;
+    EXPECT_EQ(exportDescriptiveName("kvlens-tiny", t, 1, 1, 2), "kvlens-tiny_h2o_b8_L01_H02_s2");
+    EXPECT_EQ(exportDescriptiveName("kvlens-tiny", t, 2, 0, 11), "kvlens-tiny_streaming-sinks-2_b8_L00_H11_s2");
+    EXPECT_EQ(exportDescriptiveName("my model/v2", t, 0, 1, 0), "my-model-v2_full_L01_H00_s2");  // no budget for full
 }
