@@ -418,6 +418,14 @@ int runSubmit(const SweepArgs& a) {
     return mergeAndReport(spec, a);
 }
 
+// A sweep command's own exit codes (1: cells missing or a probe failed,
+// 130: stopped), after what it printed is known to have been written.
+void exitOnFailure(int code) {
+    if (code == 0) return;
+    checkStdout();
+    std::exit(code);
+}
+
 }  // namespace
 
 void addSweepCommand(CLI::App& app) {
@@ -449,11 +457,7 @@ void addSweepCommand(CLI::App& app) {
     run->add_flag("--no-merge", args->noMerge, "do not merge when done");
     figureArgs(run);
     run->callback([args] {
-        const int code = runRun(*args);
-        if (code != 0) {
-            checkStdout();
-            std::exit(code);
-        }
+        exitOnFailure(runRun(*args));
     });
 
     auto* status = cmd->add_subcommand("status", "show done, missing and failed probes");
@@ -465,12 +469,7 @@ void addSweepCommand(CLI::App& app) {
     fileArg(merge);
     figureArgs(merge);
     merge->callback([args] {
-        const SweepSpec spec = loadSpec(*args);
-        const int code = mergeAndReport(spec, *args);
-        if (code != 0) {
-            checkStdout();
-            std::exit(code);
-        }
+        exitOnFailure(mergeAndReport(loadSpec(*args), *args));
     });
 
     auto* submit = cmd->add_subcommand("submit", "run the missing shards as a Slurm job array (sbatch), follow it "
@@ -494,11 +493,7 @@ void addSweepCommand(CLI::App& app) {
     submit->add_flag("--quiet", args->quiet, "no progress on stderr");
     figureArgs(submit);
     submit->callback([args] {
-        const int code = runSubmit(*args);
-        if (code != 0) {
-            checkStdout();
-            std::exit(code);
-        }
+        exitOnFailure(runSubmit(*args));
     });
 }
 

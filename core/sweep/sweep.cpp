@@ -244,25 +244,57 @@ std::vector<size_t> shardProbes(size_t n, const Shard& s) {
     return out;
 }
 
+namespace {
+
+// One cell's fields, as result lines and merged.json both hold them: the
+// needle task's or the fidelity task's metrics.
+json cellJson(const CellResult& c, Task task) {
+    json o{{"policy", c.policy}, {"budget", c.budget}, {"prompt_tokens", c.promptTokens},
+           {"budget_tokens", metric(c.budgetTokens)}};
+    if (task == Task::Needle) {
+        o["exact"] = metric(c.exact);
+        o["overlap"] = metric(c.overlap);
+        o["answer"] = c.answer;
+        o["expected"] = c.expected;
+    } else {
+        o["kl"] = metric(c.kl);
+        o["top1"] = metric(c.top1);
+        o["perplexity"] = metric(c.perplexity);
+        o["retained_mass"] = metric(c.retainedMass);
+        o["output_cosine"] = metric(c.outputCosine);
+    }
+    return o;
+}
+
+CellResult cellFromJson(const json& c) {
+    CellResult cell;
+    cell.policy = c.at("policy").get<std::string>();
+    cell.budget = c.at("budget").get<std::string>();
+    cell.promptTokens = c.value("prompt_tokens", int64_t{0});
+    cell.budgetTokens = metricFrom(c, "budget_tokens");
+    cell.exact = metricFrom(c, "exact");
+    cell.overlap = metricFrom(c, "overlap");
+    cell.answer = c.value("answer", "");
+    cell.expected = c.value("expected", "");
+    cell.kl = metricFrom(c, "kl");
+    cell.top1 = metricFrom(c, "top1");
+    cell.perplexity = metricFrom(c, "perplexity");
+    cell.retainedMass = metricFrom(c, "retained_mass");
+    cell.outputCosine = metricFrom(c, "output_cosine");
+    return cell;
+}
+
+Task taskFrom(const json& j, const std::string& where) {
+    const std::string task = j.at("task").get<std::string>();
+    if (task != "needle" && task != "fidelity") throw FormatError(where, "\"task\" is \"" + task + "\"");
+    return task == "needle" ? Task::Needle : Task::Fidelity;
+}
+
+}  // namespace
+
 json toJson(const ProbeResult& r, const SweepSpec& spec) {
     json cells = json::array();
-    for (const auto& c : r.cells) {
-        json o{{"policy", c.policy}, {"budget", c.budget}, {"prompt_tokens", c.promptTokens},
-               {"budget_tokens", metric(c.budgetTokens)}};
-        if (r.probe.task == Task::Needle) {
-            o["exact"] = metric(c.exact);
-            o["overlap"] = metric(c.overlap);
-            o["answer"] = c.answer;
-            o["expected"] = c.expected;
-        } else {
-            o["kl"] = metric(c.kl);
-            o["top1"] = metric(c.top1);
-            o["perplexity"] = metric(c.perplexity);
-            o["retained_mass"] = metric(c.retainedMass);
-            o["output_cosine"] = metric(c.outputCosine);
-        }
-        cells.push_back(std::move(o));
-    }
+    for (const auto& c : r.cells) cells.push_back(cellJson(c, r.probe.task));
     json j{{"probe", r.key},
            {"task", taskName(r.probe.task)},
            {"model", spec.models[r.probe.model]},
@@ -282,9 +314,7 @@ ProbeResult probeResultFromJson(const json& j, const SweepSpec& spec, const std:
     try {
         ProbeResult r;
         r.key = j.at("probe").get<std::string>();
-        const std::string task = j.at("task").get<std::string>();
-        if (task != "needle" && task != "fidelity") throw FormatError(where, "\"task\" is \"" + task + "\"");
-        r.probe.task = task == "needle" ? Task::Needle : Task::Fidelity;
+        r.probe.task = taskFrom(j, where);
         const std::string model = j.at("model").get<std::string>();
         const auto m = std::find(spec.models.begin(), spec.models.end(), model);
         r.probe.model = static_cast<size_t>(m - spec.models.begin());  // == size(): not this sweep's model
@@ -298,26 +328,7 @@ ProbeResult probeResultFromJson(const json& j, const SweepSpec& spec, const std:
         r.error = j.value("error", "");
         r.seconds = j.value("seconds", 0.0);
         r.host = j.value("host", "");
-        for (const auto& c : j.value("cells", json::array())) {
-            CellResult cell;
-            cell.policy = c.at("policy").get<std::string>();
-            cell.budget = c.at("budget").get<std::string>();
-            cell.promptTokens = c.value("prompt_tokens", int64_t{0});
-            cell.budgetTokens = metricFrom(c, "budget_tokens");
-            if (r.probe.task == Task::Needle) {
-                cell.exact = metricFrom(c, "exact");
-                cell.overlap = metricFrom(c, "overlap");
-                cell.answer = c.value("answer", "");
-                cell.expected = c.value("expected", "");
-            } else {
-                cell.kl = metricFrom(c, "kl");
-                cell.top1 = metricFrom(c, "top1");
-                cell.perplexity = metricFrom(c, "perplexity");
-                cell.retainedMass = metricFrom(c, "retained_mass");
-                cell.outputCosine = metricFrom(c, "output_cosine");
-            }
-            r.cells.push_back(std::move(cell));
-        }
+        for (const auto& c : j.value("cells", json::array())) r.cells.push_back(cellFromJson(c));
         return r;
     } catch (const json::exception& e) {
         throw FormatError(where, e.what());
@@ -451,27 +462,14 @@ Merged mergedFromJson(const json& j, const std::string& where, std::vector<std::
             m.status.failed.emplace_back(f.at("probe").get<std::string>(), f.at("error").get<std::string>());
         for (const auto& c : j.at("cells")) {
             MergedCell mc;
-            const std::string task = c.at("task").get<std::string>();
-            if (task != "needle" && task != "fidelity") throw FormatError(where, "a cell's \"task\" is \"" + task + "\"");
-            mc.probe.task = task == "needle" ? Task::Needle : Task::Fidelity;
+            mc.probe.task = taskFrom(c, where);
             const auto it = std::find(models.begin(), models.end(), c.at("model").get<std::string>());
             if (it == models.end()) throw FormatError(where, "a cell's model " + c.at("model").dump() + " is not in \"models\"");
             mc.probe.model = static_cast<size_t>(it - models.begin());
             mc.probe.context = c.at("context").get<int64_t>();
             mc.probe.seed = c.at("seed").get<uint64_t>();
             mc.probe.depth = c.value("depth", 0.0);
-            mc.cell.policy = c.at("policy").get<std::string>();
-            mc.cell.budget = c.at("budget").get<std::string>();
-            mc.cell.promptTokens = c.value("prompt_tokens", int64_t{0});
-            mc.cell.budgetTokens = metricFrom(c, "budget_tokens");
-            mc.cell.exact = metricFrom(c, "exact");
-            mc.cell.overlap = metricFrom(c, "overlap");
-            mc.cell.answer = c.value("answer", "");
-            mc.cell.kl = metricFrom(c, "kl");
-            mc.cell.top1 = metricFrom(c, "top1");
-            mc.cell.perplexity = metricFrom(c, "perplexity");
-            mc.cell.retainedMass = metricFrom(c, "retained_mass");
-            mc.cell.outputCosine = metricFrom(c, "output_cosine");
+            mc.cell = cellFromJson(c);
             m.cells.push_back(std::move(mc));
         }
         std::set<std::string> done;
@@ -533,26 +531,12 @@ eval::NeedleGridResult Merged::needleGrid(const SweepSpec& spec, size_t model) c
 json Merged::toJson(const SweepSpec& spec) const {
     json out = json::array();
     for (const auto& mc : cells) {
-        json c{{"model", spec.models[mc.probe.model]},
-               {"task", taskName(mc.probe.task)},
-               {"context", mc.probe.context},
-               {"seed", mc.probe.seed},
-               {"policy", mc.cell.policy},
-               {"budget", mc.cell.budget},
-               {"prompt_tokens", mc.cell.promptTokens},
-               {"budget_tokens", metric(mc.cell.budgetTokens)}};
-        if (mc.probe.task == Task::Needle) {
-            c["depth"] = mc.probe.depth;
-            c["exact"] = metric(mc.cell.exact);
-            c["overlap"] = metric(mc.cell.overlap);
-            c["answer"] = mc.cell.answer;
-        } else {
-            c["kl"] = metric(mc.cell.kl);
-            c["top1"] = metric(mc.cell.top1);
-            c["perplexity"] = metric(mc.cell.perplexity);
-            c["retained_mass"] = metric(mc.cell.retainedMass);
-            c["output_cosine"] = metric(mc.cell.outputCosine);
-        }
+        json c = cellJson(mc.cell, mc.probe.task);
+        c["model"] = spec.models[mc.probe.model];
+        c["task"] = taskName(mc.probe.task);
+        c["context"] = mc.probe.context;
+        c["seed"] = mc.probe.seed;
+        if (mc.probe.task == Task::Needle) c["depth"] = mc.probe.depth;
         out.push_back(std::move(c));
     }
     json needle = json::object();

@@ -38,6 +38,10 @@ std::vector<int64_t> encode(const Tokenizer& tok, std::string_view text, bool sp
     return ids;
 }
 
+std::vector<int64_t> textTokens(const SweepSpec& spec, const Tokenizer& tok) {
+    return encode(tok, readRegularFile(spec.fidelityText, 64ull << 20), false);
+}
+
 double meanBudget(const PolicyTrace& p) {
     if (p.layers.empty()) return std::nan("");
     double sum = 0;
@@ -85,7 +89,7 @@ std::vector<CellResult> fidelityCells(const SweepSpec& spec, const Probe& probe,
                                       const std::atomic<bool>* cancel) {
     if (!m.tokenizer) throw ArgumentError("the fidelity task needs the model's tokenizer.json");
     const std::vector<int64_t> prefix = encode(*m.tokenizer, "", true);  // what the tokenizer puts first (<bos>)
-    const std::vector<int64_t> body = encode(*m.tokenizer, readRegularFile(spec.fidelityText, 64ull << 20), false);
+    const std::vector<int64_t> body = m.textTokens ? *m.textTokens : textTokens(spec, *m.tokenizer);
     const int64_t fromText = probe.context - static_cast<int64_t>(prefix.size());
     const int64_t need = fromText + spec.fidelitySteps;
     const auto have = static_cast<int64_t>(body.size());
@@ -181,7 +185,10 @@ ShardReport runShard(const SweepSpec& spec, const Shard& shard, const ModelLoade
         ProbeResult r;
         if (!models.count(p.model) && !loadErrors.count(p.model)) {
             try {
-                models[p.model] = load(p.model);
+                LoadedModel m = load(p.model);
+                if (!spec.fidelityText.empty() && m.tokenizer)
+                    m.textTokens = std::make_shared<const std::vector<int64_t>>(textTokens(spec, *m.tokenizer));
+                models[p.model] = std::move(m);
             } catch (const std::exception& e) {
                 loadErrors[p.model] = spec.modelDirs[p.model].string() + ": " + e.what();
             }

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/sweep/sweep.h"
 
@@ -22,6 +23,9 @@ namespace kvlens::sweep {
 struct LoadedModel {
     std::shared_ptr<const Model> model;
     std::shared_ptr<const Tokenizer> tokenizer;
+    // The fidelity text in this model's tokens (without special tokens):
+    // runShard encodes it once per model; runProbe encodes it when empty.
+    std::shared_ptr<const std::vector<int64_t>> textTokens;
 };
 // Loads model `index` of the sweep (throws a kvlens::Error saying why not).
 using ModelLoader = std::function<LoadedModel(size_t index)>;
