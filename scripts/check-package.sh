@@ -46,6 +46,7 @@ fi
 for f in /usr/bin/kvlens-cli /usr/share/kvlens/models/kvlens-tiny/config.json \
          /usr/share/kvlens/models/kvlens-tiny/model.safetensors \
          /usr/share/kvlens/models/kvlens-tiny/tokenizer.json /usr/share/kvlens/examples \
+         /usr/share/kvlens/lessons/01-attention-sinks.kvlens-lesson.json \
          /usr/share/man/man1/kvlens-cli.1.gz; do
   [[ -e "$f" ]] || fail "missing $f"
 done

@@ -72,7 +72,36 @@ QPalette darkPalette() {
     return p;
 }
 
+QPalette highContrastPalette() {
+    QPalette p;
+    const QColor white(Qt::white), black(Qt::black), grey(90, 90, 90);
+    for (auto role : {QPalette::Window, QPalette::Base, QPalette::Button, QPalette::ToolTipBase, QPalette::Light})
+        p.setColor(role, white);
+    p.setColor(QPalette::AlternateBase, QColor(235, 235, 235));
+    for (auto role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText, QPalette::ToolTipText, QPalette::Shadow})
+        p.setColor(role, black);
+    p.setColor(QPalette::PlaceholderText, grey);
+    p.setColor(QPalette::BrightText, Qt::red);
+    p.setColor(QPalette::Midlight, QColor(200, 200, 200));
+    p.setColor(QPalette::Mid, grey);
+    p.setColor(QPalette::Dark, QColor(60, 60, 60));
+    p.setColor(QPalette::Highlight, QColor(0x00, 0x44, 0x88));  // Paul Tol's high-contrast blue
+    p.setColor(QPalette::HighlightedText, white);
+    p.setColor(QPalette::Link, QColor(0x00, 0x44, 0x88));
+    for (auto role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText})
+        p.setColor(QPalette::Disabled, role, grey);
+    return p;
+}
+
 const Appearance& currentAppearance() { return state(); }
+
+namespace {
+double lineScale(const Appearance& a) { return a.presenter ? kPresenterLineScale : 1.0; }
+}  // namespace
+
+QPen seriesPen(const QColor& colour, double width, Qt::PenStyle style) {
+    return QPen(colour, width * lineScale(state()), style);
+}
 
 namespace {
 void styleWith(QCustomPlot* plot, const QPalette& pal, const QFont& font);
@@ -125,13 +154,16 @@ void applyAppearance(const Appearance& wanted) {
     Appearance a = wanted;
     a.zoom = std::clamp(a.zoom, kMinZoom, kMaxZoom);
     const Base& b = base();
+    const double scale = a.zoom / 100.0 * (a.presenter ? kPresenterTextScale : 1.0);
     QFont f = b.font;
-    if (f.pointSizeF() > 0) f.setPointSizeF(b.font.pointSizeF() * a.zoom / 100.0);
-    else f.setPixelSize(std::max(6, b.font.pixelSize() * a.zoom / 100));
-    if (a.dark != state().dark || !QApplication::style()) {
-        if (a.dark) {
+    if (f.pointSizeF() > 0) f.setPointSizeF(b.font.pointSizeF() * scale);
+    else f.setPixelSize(std::max(6, static_cast<int>(b.font.pixelSize() * scale)));
+    const Appearance before = state();
+    const auto look = [](const Appearance& x) { return x.presenter ? 2 : x.dark ? 1 : 0; };
+    if (look(a) != look(before) || !QApplication::style()) {
+        if (look(a) != 0) {
             QApplication::setStyle(QStyleFactory::create(QStringLiteral("Fusion")));
-            QApplication::setPalette(darkPalette());
+            QApplication::setPalette(a.presenter ? highContrastPalette() : darkPalette());
         } else {
             if (!b.style.isEmpty()) QApplication::setStyle(QStyleFactory::create(b.style));
             QApplication::setPalette(b.palette);
@@ -139,8 +171,18 @@ void applyAppearance(const Appearance& wanted) {
     }
     QApplication::setFont(f);
     state() = a;
+    const double lines = lineScale(a) / lineScale(before);
     for (QWidget* top : QApplication::topLevelWidgets())
-        for (QCustomPlot* plot : top->findChildren<QCustomPlot*>()) stylePlot(plot);
+        for (QCustomPlot* plot : top->findChildren<QCustomPlot*>()) {
+            if (lines != 1.0)
+                for (int i = 0; i < plot->plottableCount(); ++i) {
+                    QCPAbstractPlottable* s = plot->plottable(i);
+                    QPen pen = s->pen();
+                    pen.setWidthF(pen.widthF() * lines);
+                    s->setPen(pen);
+                }
+            stylePlot(plot);
+        }
 }
 
 }  // namespace kvlens::ui

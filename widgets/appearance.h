@@ -7,6 +7,7 @@
 // (fonts, axes, grid, legend, background) — stylePlot() is also what a panel
 // calls on a plot it makes, so a new plot starts in the current appearance.
 #include <QPalette>
+#include <QPen>
 
 class QCustomPlot;
 
@@ -15,7 +16,12 @@ namespace kvlens::ui {
 struct Appearance {
     int zoom = 100;     // percent of the style's default text size
     bool dark = false;  // the Fusion style with a dark palette; light: the style's own palette
+    // Presenter mode, for a projector at the back of a room: text at 1.5 ×
+    // the zoom, series lines twice as thick, and a high-contrast palette
+    // (black on white, Fusion style) whatever `dark` says.
+    bool presenter = false;
 };
+inline constexpr double kPresenterTextScale = 1.5, kPresenterLineScale = 2.0;
 
 inline constexpr int kMinZoom = 50, kMaxZoom = 200;
 // The next zoom step from `zoom` in `direction` (+1 / -1): 50, 67, 75, 80,
@@ -26,6 +32,11 @@ int nextZoom(int zoom, int direction);
 void applyAppearance(const Appearance& a);
 const Appearance& currentAppearance();
 QPalette darkPalette();
+QPalette highContrastPalette();
+// The pen of a plotted series (a curve, a bar outline): `width` times the
+// current line scale (2 in presenter mode). applyAppearance rescales the
+// series already plotted, so panels make their pens through this.
+QPen seriesPen(const QColor& colour, double width, Qt::PenStyle style = Qt::SolidLine);
 
 // A plot in the application's current appearance: tick labels, axis labels
 // and the legend at 80 % of the font (bold title), axis, tick, grid and text

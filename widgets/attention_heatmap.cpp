@@ -185,11 +185,24 @@ void AttentionHeatmap::paint(QPainter& p, const QRect& area) const {
     p.setClipRect(plot);
     p.setRenderHint(QPainter::SmoothPixmapTransform, false);
     p.drawImage(target, img);
+    if (m_highlight.region) {
+        const QRect& c = *m_highlight.region;  // cells: x keys, y queries
+        auto at = [&](double key, double query) {
+            return QPointF(plot.left() + (key - m_view.left()) / m_view.width() * plot.width(),
+                           plot.top() + (query - m_view.top()) / m_view.height() * plot.height());
+        };
+        drawHighlightRing(p, QRectF(at(c.left(), c.top()), at(c.right() + 1.0, c.bottom() + 1.0)));
+    }
     p.setClipping(false);
     p.setPen(palette().color(QPalette::Mid));
     p.drawRect(plot.adjusted(-1, -1, 0, 0));  // outside the map: the sink column stays visible
     paintColourBar(p, QRect(plot.right() + 6, plot.top(), kBarWidth, plot.height()));
     p.restore();
+}
+
+void AttentionHeatmap::setHighlight(const Highlight& h) {
+    m_highlight = h;
+    update();
 }
 
 void AttentionHeatmap::paintEvent(QPaintEvent*) {

@@ -9,6 +9,7 @@
 
 #include "core/run/trace.h"
 #include "widgets/attention_lod.h"
+#include "widgets/highlight.h"
 #include "widgets/palette.h"
 
 namespace kvlens::ui {
@@ -38,6 +39,9 @@ public:
     // Paints the whole view (title, map, colour bar) into `area`; used by
     // paintEvent and by exports onto any QPainter (PNG/SVG/PDF).
     void paint(QPainter& p, const QRect& area) const;
+    // Rings drawn over the region a lesson step points at (widgets/highlight.h).
+    void setHighlight(const Highlight& h);
+    const Highlight& highlight() const { return m_highlight; }
     // Where the map itself lies in widget coordinates, and a cell's centre.
     QRect plotRect() const;
     QPoint cellCentre(int64_t query, int64_t key) const;
@@ -74,6 +78,7 @@ private:
     QPointF m_dragStart;
     QRectF m_dragView;
     bool m_dragging = false;
+    Highlight m_highlight;
 };
 
 }  // namespace kvlens::ui

@@ -29,6 +29,7 @@ void ComparisonView::rebuildColumns(int count) {
     }
     while (static_cast<int>(m_columns.size()) < count) {
         auto* c = new PolicyColumn(this);
+        c->setHighlight(m_highlight);
         m_columnsLayout->addWidget(c, 1);
         connect(c->grid(), &HeadGrid::headSelected, this, [this](int64_t l, int64_t h) {
             setSelection(l, h);
@@ -37,6 +38,11 @@ void ComparisonView::rebuildColumns(int count) {
         connect(c->heatmap(), &AttentionHeatmap::viewChanged, this, &ComparisonView::syncView);
         m_columns.push_back(c);
     }
+}
+
+void ComparisonView::setHighlight(const Highlight& h) {
+    m_highlight = h;
+    for (PolicyColumn* c : m_columns) c->setHighlight(h);
 }
 
 void ComparisonView::setTrace(std::shared_ptr<const Trace> trace) {

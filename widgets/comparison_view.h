@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/run/trace.h"
+#include "widgets/highlight.h"
 #include "widgets/palette.h"
 
 class QHBoxLayout;
@@ -27,6 +28,10 @@ public:
     void setSelection(int64_t layer, int64_t head);
     int64_t selectedLayer() const { return m_layer; }
     int64_t selectedHead() const { return m_head; }
+    // What a lesson step points at, on every column; kept across traces
+    // until replaced (an empty Highlight clears it).
+    void setHighlight(const Highlight& h);
+    const Highlight& highlight() const { return m_highlight; }
     void setColourScale(ColourScale scale);
     ColourScale colourScale() const { return m_scale; }
     ColourRange colourRange() const { return m_range; }
@@ -59,6 +64,7 @@ private:
     const Trace* m_lodTrace = nullptr;
     std::vector<std::shared_ptr<const AttentionLod>> m_lods;
     int m_updates = 0;
+    Highlight m_highlight;
 };
 
 }  // namespace kvlens::ui

@@ -105,11 +105,18 @@ void HeadGrid::paint(QPainter& p, const QRect& area) const {
     p.setPen(QPen(selectionColour(), 2));
     p.setBrush(Qt::NoBrush);
     p.drawRect(cellRectIn(area, m_layer, m_head).adjusted(1, 1, 0, 0));
+    for (int64_t h : m_highlight.heads)
+        if (h >= 0 && h < H) drawHighlightRing(p, cellRectIn(area, m_layer, h).adjusted(3, 3, -3, -3));
     if (const QString why = note(); !why.isEmpty()) {
         p.setPen(palette().color(QPalette::WindowText));
         p.drawText(area.adjusted(kLabelWidth, kHeaderHeight, 0, 0), Qt::AlignCenter | Qt::TextWordWrap, why);
     }
     p.restore();
+}
+
+void HeadGrid::setHighlight(const Highlight& h) {
+    m_highlight = h;
+    update();
 }
 
 void HeadGrid::paintEvent(QPaintEvent*) {

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/run/trace.h"
+#include "widgets/highlight.h"
 
 namespace kvlens::ui {
 
@@ -21,6 +22,9 @@ public:
     int64_t selectedHead() const { return m_head; }
     QRect cellRect(int64_t layer, int64_t head) const;
     void paint(QPainter& p, const QRect& area) const;
+    // Rings drawn over the heads a lesson step points at (widgets/highlight.h).
+    void setHighlight(const Highlight& h);
+    const Highlight& highlight() const { return m_highlight; }
     // Why the grid has no values, drawn across it ("" when it has them).
     QString note() const;
 
@@ -43,6 +47,7 @@ private:
     std::shared_ptr<const Trace> m_trace;
     int m_policy = 0;
     int64_t m_layer = 0, m_head = 0;
+    Highlight m_highlight;
 };
 
 }  // namespace kvlens::ui

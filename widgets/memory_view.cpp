@@ -157,12 +157,12 @@ void MemoryView::refresh() {
                 same = tr(" (= %1)").arg(QString::fromStdString(rows[k].design.id).toUpper());
         g->setName(QString::fromStdString(rows[i].design.name) + (rows[i].design.isModel ? QStringLiteral(" *") : QString()) +
                    same);
-        g->setPen(QPen(colour, rows[i].design.isModel ? 2.5 : 1.5));
+        g->setPen(seriesPen(colour, rows[i].design.isModel ? 2.5 : 1.5));
         g->setData(x, full, true);
         for (double v : full) lo = std::min(lo, v), hi = std::max(hi, v);
         if (withBudget) {
             QCPGraph* b = m_plot->addGraph();
-            b->setPen(QPen(colour, 1.2, Qt::DashLine));
+            b->setPen(seriesPen(colour, 1.2, Qt::DashLine));
             b->setData(x, held, true);
             b->removeFromLegend();
             for (double v : held) lo = std::min(lo, v);

@@ -61,7 +61,7 @@ QCPGraph* addSeries(QCustomPlot* plot, const QString& name, const QColor& colour
                     const QVector<double>& y) {
     QCPGraph* g = plot->addGraph();
     g->setName(name);
-    g->setPen(QPen(colour, 1.5));
+    g->setPen(seriesPen(colour, 1.5));
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 3));
     g->setData(x, y, true);
     return g;

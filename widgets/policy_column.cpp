@@ -58,6 +58,12 @@ PolicyColumn::PolicyColumn(QWidget* parent)
     layout->addWidget(m_grid);
 }
 
+void PolicyColumn::setHighlight(const Highlight& h) {
+    m_strip->setHighlight(h);
+    m_heatmap->setHighlight(h);
+    m_grid->setHighlight(h);
+}
+
 void PolicyColumn::setData(std::shared_ptr<const Trace> trace, int policy, std::shared_ptr<const AttentionLod> lod,
                            int64_t layer, int64_t head) {
     const int64_t group = trace->numHeads / std::max<int64_t>(1, trace->numKvHeads);

@@ -7,6 +7,7 @@
 
 #include "core/run/trace.h"
 #include "widgets/attention_lod.h"
+#include "widgets/highlight.h"
 
 class QLabel;
 
@@ -24,6 +25,7 @@ public:
     void setData(std::shared_ptr<const Trace> trace, int policy, std::shared_ptr<const AttentionLod> lod,
                  int64_t layer, int64_t head);
     QString headerText() const;
+    void setHighlight(const Highlight& h);  // its strip, heatmap and grid
     // The whole column (header, strip, heatmap, grid) onto any painter, at
     // any size: exports render through this, not through the widgets.
     void paint(QPainter& p, const QRect& area) const;

@@ -103,7 +103,14 @@ void TokenStrip::paint(QPainter& p, const QRect& area) const {
             p.drawLine(c.left(), c.bottom() + 1, c.right(), c.bottom() + 1);
         }
     }
+    for (int64_t t : m_highlight.tokens)
+        if (t >= 0 && t < n) drawHighlightRing(p, cellRectIn(area, static_cast<int>(t)));
     p.restore();
+}
+
+void TokenStrip::setHighlight(const Highlight& h) {
+    m_highlight = h;
+    update();
 }
 
 void TokenStrip::paintEvent(QPaintEvent*) {

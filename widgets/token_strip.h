@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/run/trace.h"
+#include "widgets/highlight.h"
 
 namespace kvlens::ui {
 
@@ -22,6 +23,9 @@ public:
     int indexAt(const QPoint& pos) const;  // -1 off the cells
     QString describe(int index) const;     // the tooltip text
     void paint(QPainter& p, const QRect& area) const;
+    // Rings drawn over the cells a lesson step points at (widgets/highlight.h).
+    void setHighlight(const Highlight& h);
+    const Highlight& highlight() const { return m_highlight; }
 
     bool hasHeightForWidth() const override { return true; }
     int heightForWidth(int width) const override;
@@ -40,6 +44,7 @@ private:
     std::shared_ptr<const Trace> m_trace;
     int m_policy = 0;
     int64_t m_layer = 0, m_kvHead = 0;
+    Highlight m_highlight;
 };
 
 }  // namespace kvlens::ui

@@ -199,6 +199,11 @@ void FileActions::setDocument(const QString& name, bool saved) {
     m_window->setWindowModified(!saved);
 }
 
+void FileActions::followLesson(const QString& name) {
+    m_current.clear();
+    setDocument(name, true);
+}
+
 void FileActions::showTitle() { m_window->setWindowTitle(tr("%1[*] — KVLens").arg(m_name)); }
 
 bool FileActions::isModified() const { return m_baseline && *m_baseline != document(); }

@@ -55,6 +55,9 @@ public:
     // (NAME: the file's, the workshop session's, or "Untitled"), with
     // Qt's modified mark.
     bool isModified() const;
+    // A lesson step is in place: the document is the lesson (named `name`),
+    // unmodified as it stands; Save asks where.
+    void followLesson(const QString& name);
     QString documentName() const { return m_name; }
     void showTitle();
     bool updateModified();  // marks the window; returns isModified()

@@ -10,6 +10,7 @@
 #include <QTimer>
 #include <cstdio>
 
+#include "app/gui/lesson_actions.h"
 #include "app/gui/main_window.h"
 #include "core/cpu_tuning.h"
 #include "widgets/save_file.h"
@@ -47,9 +48,20 @@ int main(int argc, char** argv) {
                              QStringLiteral("open a sweep file or a merged sweep (kvlens-cli sweep) in the Sweep and "
                                             "Needle docks"),
                              QStringLiteral("FILE"));
+    QCommandLineOption lesson(QStringLiteral("lesson"),
+                              QStringLiteral("open a lesson (a .kvlens-lesson.json file, or the name of a shipped one "
+                                             "such as 01-attention-sinks)"),
+                              QStringLiteral("FILE"));
+    QCommandLineOption lessonStep(QStringLiteral("lesson-step"), QStringLiteral("start the lesson at step N (from 1)"),
+                                  QStringLiteral("N"), QStringLiteral("1"));
+    QCommandLineOption presenter(QStringLiteral("presenter"),
+                                 QStringLiteral("start in presenter mode (large text, thick lines, high contrast)"));
     cli.addOption(model);
     cli.addOption(prompt);
     cli.addOption(sweep);
+    cli.addOption(lesson);
+    cli.addOption(lessonStep);
+    cli.addOption(presenter);
     cli.addOption(shot);
     cli.process(app);
 
@@ -59,11 +71,33 @@ int main(int argc, char** argv) {
         const QString error = window.openSweep(cli.value(sweep));
         if (!error.isEmpty()) std::fprintf(stderr, "kvlens: %s\n", qPrintable(error));
     }
+    if (cli.isSet(presenter)) window.setPresenter(true);
+    // The lesson opens once the model is in (its first step may name another).
+    bool waitForLesson = cli.isSet(lesson);
+    if (waitForLesson) {
+        QString file = cli.value(lesson);
+        if (!QFileInfo::exists(file))
+            for (const QString& shipped : kvlens::gui::LessonActions::shippedLessons())
+                if (QFileInfo(shipped).fileName().startsWith(file + QStringLiteral("."))) file = shipped;
+        const int step = cli.value(lessonStep).toInt() - 1;
+        auto connection = std::make_shared<QMetaObject::Connection>();
+        *connection = QObject::connect(window.controller(), &kvlens::gui::Controller::modelLoaded, &window,
+                                       [&window, &waitForLesson, file, step, connection] {
+            QObject::disconnect(*connection);
+            QTimer::singleShot(0, &window, [&window, &waitForLesson, file, step] {
+                QString error = window.lessons()->openLesson(file);
+                if (error.isEmpty() && step > 0) error = window.lessons()->goTo(step);
+                if (!error.isEmpty()) finish(1, QStringLiteral("cannot open the lesson: %1").arg(error));
+                waitForLesson = false;
+            });
+        });
+    }
     if (cli.isSet(shot)) {
         using kvlens::gui::Controller;
         const QString file = cli.value(shot);
         window.resize(1400, 900);
-        QObject::connect(window.controller(), &Controller::runFinished, &window, [&window, file] {
+        QObject::connect(window.controller(), &Controller::runFinished, &window, [&window, &waitForLesson, file] {
+            if (waitForLesson || window.controller()->busy()) return;  // the lesson's own run is the one to show
             // One more turn of the event loop so that queued replots land.
             QTimer::singleShot(500, &window, [&window, file] {
                 const QPixmap pixels = window.grab();

@@ -13,6 +13,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QScrollArea>
 #include <QToolButton>
 #include <QStatusBar>
 #include <QUndoStack>
@@ -33,6 +34,7 @@
 #include "widgets/budget_editor.h"
 #include "widgets/comparison_view.h"
 #include "widgets/eviction_timeline.h"
+#include "widgets/lesson_panel.h"
 #include "widgets/memory_view.h"
 #include "widgets/metrics_panel.h"
 #include "widgets/model_panel.h"
@@ -41,6 +43,7 @@
 #include "widgets/fidelity_figure.h"
 #include "widgets/needle_view.h"
 #include "widgets/appearance.h"
+#include "app/gui/lesson_actions.h"
 #include "app/gui/sweep_actions.h"
 #include "widgets/policy_list.h"
 #include "widgets/prompt_editor.h"
@@ -80,6 +83,7 @@ MainWindow::MainWindow(QWidget* parent)
       m_needle(new ui::NeedlePanel(this)),
       m_memory(new ui::MemoryView(this)),
       m_sweep(new ui::SweepPanel(this)),
+      m_lessonPanel(new ui::LessonPanel(this)),
       m_scale(new QComboBox(this)),
       m_timelinePolicy(new QComboBox(this)),
       m_selection(new QLabel(this)),
@@ -169,6 +173,16 @@ void MainWindow::buildDocks() {
     tabifyDockWidget(needle, sweeps);
     tabifyDockWidget(sweeps, memory);
     metrics->raise();
+    // Its own row under the right-hand tabs.
+    // In a scroll area: at presenter sizes the step scrolls rather than squeezes.
+    auto* lessonScroll = new QScrollArea(this);
+    lessonScroll->setWidget(m_lessonPanel);
+    lessonScroll->setWidgetResizable(true);
+    lessonScroll->setFrameShape(QFrame::NoFrame);
+    lessonScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    QDockWidget* lesson = dock(this, tr("Lesson"), QStringLiteral("lesson"), lessonScroll, Qt::RightDockWidgetArea);
+    lesson->hide();  // until a lesson opens
+    m_lessons = new LessonActions(this, m_lessonPanel, lesson);
 }
 
 // Dock sizes only take once the window has its size, so this runs from
@@ -254,6 +268,8 @@ void MainWindow::buildActions() {
         for (QDockWidget* d : findChildren<QDockWidget*>()) d->show();
         applyDefaultLayout();
     });
+
+    m_lessons->addMenu(menuBar()->addMenu(tr("&Lessons")));
 
     // The project's own reference (docs/, installed in /usr/share/doc/kvlens).
     QMenu* help = menuBar()->addMenu(tr("&Help"));
@@ -468,6 +484,24 @@ void MainWindow::setZoom(int percent) {
     ui::applyAppearance(a);
     m_settings.zoom.set(a.zoom);
     statusBar()->showMessage(tr("zoom %1 %").arg(a.zoom), 2000);
+}
+
+bool MainWindow::presenter() const { return ui::currentAppearance().presenter; }
+
+void MainWindow::setPresenter(bool on) {
+    if (on == presenter()) return;
+    if (on) m_beforePresenter = saveState();
+    ui::Appearance a = ui::currentAppearance();
+    a.presenter = on;
+    ui::applyAppearance(a);
+    if (on) {
+        for (const char* name : {"timeline", "model", "policies", "needle", "memory", "sweep"})
+            if (auto* d = findChild<QDockWidget*>(QString::fromLatin1(name))) d->hide();
+    } else if (!m_beforePresenter.isEmpty()) {
+        restoreState(m_beforePresenter);
+    }
+    if (!m_controller->history().empty()) showTrace(m_controller->shownTrace(), m_controller->shownStep());
+    Q_EMIT presenterChanged(on);
 }
 
 void MainWindow::setDarkTheme(bool dark) {

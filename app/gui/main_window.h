@@ -28,12 +28,14 @@ class PromptEditor;
 class NeedlePanel;
 class MemoryView;
 class SweepPanel;
+class LessonPanel;
 }  // namespace kvlens::ui
 
 namespace kvlens::gui {
 
 class FileActions;
 class SweepActions;
+class LessonActions;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -58,10 +60,20 @@ public:
     ui::MemoryView* memoryView() const { return m_memory; }
     ui::SweepPanel* sweepPanel() const { return m_sweep; }
     SweepActions* sweeps() const { return m_sweeps; }
+    ui::LessonPanel* lessonPanel() const { return m_lessonPanel; }
+    LessonActions* lessons() const { return m_lessons; }
     // View → Zoom in / out / Actual size (Ctrl+= Ctrl+− Ctrl+0) and Dark theme:
     // applied to every panel and plot at once and kept for the next start.
     void setZoom(int percent);
     void setDarkTheme(bool dark);
+    // Presenter mode (Lessons menu, the lesson dock's toggle): large text,
+    // thick lines, the high-contrast palette (ui::Appearance::presenter) and
+    // fewer panels — the timeline, model, policies, needle, memory and sweep
+    // docks hide (a lesson step shows the ones it names); leaving it puts
+    // the docks back as they were. Not kept in settings: a window starts
+    // at the desk, not in front of a room.
+    void setPresenter(bool on);
+    bool presenter() const;
     // Opens a sweep (SweepActions::openSweep) and brings the Sweep dock to the
     // front; the reason on failure, shown in the dock too.
     QString openSweep(const QString& file);
@@ -83,6 +95,9 @@ public:
     // the new folder outDir (core/model/llama2c.h) and opens it. Returns the
     // reason on failure (nothing is written then), empty on success.
     QString importLlama2c(const QString& model, const QString& tokenizer, const QString& outDir);
+
+Q_SIGNALS:
+    void presenterChanged(bool on);
 
 protected:
     void closeEvent(QCloseEvent* e) override;
@@ -115,6 +130,7 @@ private:
     ui::NeedlePanel* m_needle;
     ui::MemoryView* m_memory;
     ui::SweepPanel* m_sweep;
+    ui::LessonPanel* m_lessonPanel;
     QComboBox* m_scale;
     QComboBox* m_timelinePolicy;
     QLabel* m_selection;
@@ -127,6 +143,8 @@ private:
     bool m_restoredLayout = false;
     FileActions* m_files;
     SweepActions* m_sweeps;
+    LessonActions* m_lessons = nullptr;
+    QByteArray m_beforePresenter;  // the dock layout presenter mode replaced
     SessionFile m_sessionExtras;  // sampling fields the GUI does not edit, kept from the last opened session
     int m_pendingStep = -1;       // the step an opened session shows, once its run finishes
     mutable std::string m_fingerprintDir, m_fingerprint;  // modelFingerprint() of the loaded model, cached

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/eval/needle_grid.h"
+#include "core/io/json_fields.h"
 #include "core/io/read_file.h"
 #include "core/io/needle_io.h"
 #include "core/io/safe_file.h"
@@ -51,21 +52,6 @@ double metricFrom(const json& j, const char* name) {
     return it->get<double>();
 }
 
-// Reads one field of the sweep file, naming it when it is the wrong type.
-template <class T>
-T field(const json& j, const std::string& path, const std::string& name, const T& fallback, bool required = false) {
-    const auto it = j.find(name);
-    if (it == j.end()) {
-        if (required) throw ArgumentError("\"" + path + name + "\" is missing");
-        return fallback;
-    }
-    try {
-        return it->get<T>();
-    } catch (const json::exception&) {
-        throw ArgumentError("\"" + path + name + "\" is " + it->dump() + ", not the expected type");
-    }
-}
-
 fs::path resolveAgainst(const fs::path& base, const std::string& p) {
     const fs::path path(p);
     return (path.is_absolute() ? path : base / path).lexically_normal();
@@ -90,29 +76,29 @@ SweepSpec parseSweep(const json& j, const fs::path& file) {
     const fs::path base = file.has_parent_path() ? file.parent_path() : fs::path(".");
     try {
         if (!j.is_object()) throw ArgumentError("a sweep file is a JSON object");
-        if (field<std::string>(j, "", "format", "") != "kvlens-sweep")
+        if (jsonField<std::string>(j, "", "format", "") != "kvlens-sweep")
             throw ArgumentError("\"format\" must be \"kvlens-sweep\"");
-        if (field<int>(j, "", "version", 0, true) != 1)
+        if (jsonField<int>(j, "", "version", 0, true) != 1)
             throw ArgumentError("\"version\" " + j.at("version").dump() + " is not supported (this KVLens reads 1)");
         static const std::set<std::string> known{"format", "version", "name", "output", "models", "task",
                                                  "policies", "budgets", "contexts", "depths", "seeds", "needle",
                                                  "fidelity", "run", "shards"};
         for (const auto& [k, v] : j.items())
             if (!known.count(k)) throw ArgumentError("unknown field \"" + k + "\"");
-        s.name = field<std::string>(j, "", "name", file.stem().string());
-        const std::string out = field<std::string>(j, "", "output", file.stem().string() + ".sweep");
+        s.name = jsonField<std::string>(j, "", "name", file.stem().string());
+        const std::string out = jsonField<std::string>(j, "", "output", file.stem().string() + ".sweep");
         if (out.empty()) throw ArgumentError("\"output\" is empty: expected a folder");
         s.output = resolveAgainst(base, out);
-        s.models = field<std::vector<std::string>>(j, "", "models", {"bundled"});
+        s.models = jsonField<std::vector<std::string>>(j, "", "models", {"bundled"});
         if (s.models.empty()) throw ArgumentError("\"models\" is empty: expected \"bundled\" or model folders");
         for (const auto& m : s.models)
             s.modelDirs.push_back(m == "bundled" ? bundledModelDir() : resolveAgainst(base, m));
-        const std::string task = field<std::string>(j, "", "task", "needle");
+        const std::string task = jsonField<std::string>(j, "", "task", "needle");
         if (task == "needle") s.tasks = {Task::Needle};
         else if (task == "fidelity") s.tasks = {Task::Fidelity};
         else if (task == "both") s.tasks = {Task::Needle, Task::Fidelity};
         else throw ArgumentError("\"task\" is \"" + task + "\": expected needle, fidelity or both");
-        for (const auto& p : field<std::vector<std::string>>(j, "", "policies", {}, true)) {
+        for (const auto& p : jsonField<std::vector<std::string>>(j, "", "policies", {}, true)) {
             try {
                 PolicyConfig c = parsePolicySpec(p);
                 if (isFullCache(c)) continue;  // always run
@@ -121,7 +107,7 @@ SweepSpec parseSweep(const json& j, const fs::path& file) {
                 throw ArgumentError("\"policies\": " + std::string(e.what()));
             }
         }
-        for (const auto& b : field<std::vector<std::string>>(j, "", "budgets", {})) {
+        for (const auto& b : jsonField<std::vector<std::string>>(j, "", "budgets", {})) {
             try {
                 s.budgets.push_back(b.find(',') != std::string::npos ? parseLayerBudgets(b) : parseBudget(b));
             } catch (const ArgumentError& e) {
@@ -130,16 +116,16 @@ SweepSpec parseSweep(const json& j, const fs::path& file) {
         }
         if (!s.policies.empty() && s.budgets.empty()) throw ArgumentError("\"budgets\" is missing: the policies need a budget");
         if (s.policies.empty()) s.budgets.clear();
-        s.contexts = field<std::vector<int64_t>>(j, "", "contexts", {}, true);
+        s.contexts = jsonField<std::vector<int64_t>>(j, "", "contexts", {}, true);
         if (s.contexts.empty()) throw ArgumentError("\"contexts\" is empty: expected prompt lengths in tokens");
         for (int64_t c : s.contexts)
             if (c < 2) throw ArgumentError("\"contexts\": " + std::to_string(c) + " is not a prompt length (at least 2)");
-        for (double d : field<std::vector<double>>(j, "", "depths", {0, 25, 50, 75, 100})) {
+        for (double d : jsonField<std::vector<double>>(j, "", "depths", {0, 25, 50, 75, 100})) {
             if (!(d >= 0 && d <= 100)) throw ArgumentError("\"depths\": " + number(d) + " is not a percentage in [0, 100]");
             s.depths.push_back(d / 100.0);
         }
         if (s.depths.empty()) throw ArgumentError("\"depths\" is empty");
-        s.seeds = field<std::vector<uint64_t>>(j, "", "seeds", {1});
+        s.seeds = jsonField<std::vector<uint64_t>>(j, "", "seeds", {1});
         if (s.seeds.empty()) throw ArgumentError("\"seeds\" is empty");
         for (const auto* axis : {"contexts", "depths", "seeds", "policies", "budgets", "models"}) {
             if (!j.contains(axis)) continue;
@@ -149,41 +135,41 @@ SweepSpec parseSweep(const json& j, const fs::path& file) {
         }
 
         json fingerprint = json::object();
-        const json needle = field<json>(j, "", "needle", json::object());
+        const json needle = jsonField<json>(j, "", "needle", json::object());
         if (!needle.is_object()) throw ArgumentError("\"needle\" is not an object");
-        s.maxNewTokens = field<int64_t>(needle, "needle.", "max_new_tokens", 0);
+        s.maxNewTokens = jsonField<int64_t>(needle, "needle.", "max_new_tokens", 0);
         if (s.maxNewTokens < 0) throw ArgumentError("\"needle.max_new_tokens\" must not be negative");
         fingerprint["max_new_tokens"] = s.maxNewTokens;
-        const std::string hay = field<std::string>(needle, "needle.", "haystack_file", "");
+        const std::string hay = jsonField<std::string>(needle, "needle.", "haystack_file", "");
         if (!hay.empty() || needle.contains("needle") || needle.contains("question") || needle.contains("answer")) {
             eval::UserNeedle u;
             if (hay.empty()) throw ArgumentError("\"needle.haystack_file\" is missing: a user needle needs it");
             u.haystack = readRegularFile(resolveAgainst(base, hay), 64ull << 20);
-            u.needle = field<std::string>(needle, "needle.", "needle", "", true);
-            u.question = field<std::string>(needle, "needle.", "question", "", true);
-            u.answer = field<std::string>(needle, "needle.", "answer", "", true);
+            u.needle = jsonField<std::string>(needle, "needle.", "needle", "", true);
+            u.question = jsonField<std::string>(needle, "needle.", "question", "", true);
+            u.answer = jsonField<std::string>(needle, "needle.", "answer", "", true);
             fingerprint["user"] = {hex64(fnv1a(u.haystack)), u.needle, u.question, u.answer};
             s.userNeedle = std::move(u);
         }
-        const json fid = field<json>(j, "", "fidelity", json::object());
+        const json fid = jsonField<json>(j, "", "fidelity", json::object());
         if (!fid.is_object()) throw ArgumentError("\"fidelity\" is not an object");
-        s.fidelitySteps = field<int64_t>(fid, "fidelity.", "steps", 32);
+        s.fidelitySteps = jsonField<int64_t>(fid, "fidelity.", "steps", 32);
         if (s.fidelitySteps < 1) throw ArgumentError("\"fidelity.steps\" must be at least 1");
-        const std::string text = field<std::string>(fid, "fidelity.", "text_file", "");
+        const std::string text = jsonField<std::string>(fid, "fidelity.", "text_file", "");
         const bool fidelity = std::find(s.tasks.begin(), s.tasks.end(), Task::Fidelity) != s.tasks.end();
         if (fidelity) {
             if (text.empty()) throw ArgumentError("\"fidelity.text_file\" is missing: the fidelity task reads a text");
             s.fidelityText = resolveAgainst(base, text);
             fingerprint["fidelity"] = {hex64(fnv1a(readRegularFile(s.fidelityText, 64ull << 20))), s.fidelitySteps};
         }
-        const json run = field<json>(j, "", "run", json::object());
+        const json run = jsonField<json>(j, "", "run", json::object());
         if (!run.is_object()) throw ArgumentError("\"run\" is not an object");
-        s.run.device = field<std::string>(run, "run.", "device", "auto");
-        s.run.dtype = field<std::string>(run, "run.", "dtype", "auto");
-        s.run.threads = field<int>(run, "run.", "threads", 1);
+        s.run.device = jsonField<std::string>(run, "run.", "device", "auto");
+        s.run.dtype = jsonField<std::string>(run, "run.", "dtype", "auto");
+        s.run.threads = jsonField<int>(run, "run.", "threads", 1);
         if (s.run.threads < 0) throw ArgumentError("\"run.threads\" must not be negative");
         fingerprint["run"] = {s.run.device, s.run.dtype, s.run.threads};
-        s.shards = field<int>(j, "", "shards", 1);
+        s.shards = jsonField<int>(j, "", "shards", 1);
         if (s.shards < 1) throw ArgumentError("\"shards\" must be at least 1");
         s.fingerprint = hex64(fnv1a(fingerprint.dump()));
     } catch (const ArgumentError& e) {
