@@ -7,7 +7,8 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRadioButton>
-#include <QTextBrowser>
+#include <QScrollArea>
+#include <QTimer>
 #include <QTextDocument>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -34,7 +35,7 @@ LessonPanel::LessonPanel(QWidget* parent)
       m_title(new QLabel(this)),
       m_progressText(new QLabel(this)),
       m_progress(new QProgressBar(this)),
-      m_text(new QTextBrowser(this)),
+      m_text(new QLabel(this)),
       m_questionBox(new QWidget(this)),
       m_ask(new QLabel(m_questionBox)),
       m_choicesLayout(new QVBoxLayout),
@@ -55,8 +56,10 @@ LessonPanel::LessonPanel(QWidget* parent)
     m_title->setText(tr("No lesson open — Lessons menu"));
     m_progress->setTextVisible(false);
     m_progress->setMaximumHeight(6);
-    m_text->setOpenLinks(false);
-    m_text->setMinimumHeight(60);
+    m_text->setWordWrap(true);
+    m_text->setTextFormat(Qt::PlainText);
+    m_text->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_text->setAlignment(Qt::AlignTop | Qt::AlignLeft);
     m_picker->setMinimumHeight(90);
     m_ask->setWordWrap(true);
     QFont bold = m_ask->font();
@@ -95,8 +98,8 @@ LessonPanel::LessonPanel(QWidget* parent)
     layout->addWidget(m_title);
     layout->addWidget(m_progressText);
     layout->addWidget(m_progress);
-    layout->addWidget(m_text, 2);
-    layout->addWidget(m_questionBox, 3);
+    layout->addWidget(m_text);
+    layout->addWidget(m_questionBox, 1);
     layout->addLayout(nav);
 
     connect(m_previous, &QPushButton::clicked, this, [this] { Q_EMIT stepRequested(m_step - 1); });
@@ -138,7 +141,7 @@ void LessonPanel::showStep(int index) {
     m_progress->setRange(0, std::max(1, n));
     m_progress->setValue(s ? m_step + 1 : 0);
     m_progressText->setText(progressText());
-    m_text->setPlainText(s ? QString::fromStdString(s->text) : QString());
+    m_text->setText(s ? QString::fromStdString(s->text) : QString());
     m_previous->setEnabled(s && m_step > 0);
     m_next->setEnabled(s && m_step + 1 < n);
     m_restart->setEnabled(s && m_step > 0);
@@ -164,7 +167,7 @@ QString LessonPanel::progressText() const {
     return tr("Step %1 of %2 · %3").arg(m_step + 1).arg(m_lesson.steps.size()).arg(QString::fromStdString(s->title));
 }
 
-QString LessonPanel::stepText() const { return m_text->toPlainText(); }
+QString LessonPanel::stepText() const { return m_text->text(); }
 
 void LessonPanel::setPickTokens(const std::vector<std::string>& labels, int64_t promptLength) {
     const std::vector<int64_t> keep = pickedTokens();
@@ -227,6 +230,12 @@ void LessonPanel::showAnswer(const QString& text) {
     m_answer->setText(text);
     m_answer->show();
     m_revealed = true;
+    // Inside the window's scroll area: bring the answer into view.
+    for (QWidget* p = parentWidget(); p; p = p->parentWidget())
+        if (auto* area = qobject_cast<QScrollArea*>(p)) {
+            QTimer::singleShot(0, area, [area, answer = m_answer] { area->ensureWidgetVisible(answer); });
+            break;
+        }
 }
 
 QString LessonPanel::answerText() const {

@@ -16,7 +16,6 @@ class QLabel;
 class QListWidget;
 class QProgressBar;
 class QPushButton;
-class QTextBrowser;
 class QToolButton;
 class QVBoxLayout;
 
@@ -68,7 +67,7 @@ private:
     QLabel* m_title;
     QLabel* m_progressText;
     QProgressBar* m_progress;
-    QTextBrowser* m_text;
+    QLabel* m_text;
     QWidget* m_questionBox;
     QLabel* m_ask;
     QVBoxLayout* m_choicesLayout;

@@ -12,6 +12,7 @@
 
 #include "app/gui/lesson_actions.h"
 #include "app/gui/main_window.h"
+#include "widgets/lesson_panel.h"
 #include "core/cpu_tuning.h"
 #include "widgets/save_file.h"
 
@@ -54,6 +55,8 @@ int main(int argc, char** argv) {
                               QStringLiteral("FILE"));
     QCommandLineOption lessonStep(QStringLiteral("lesson-step"), QStringLiteral("start the lesson at step N (from 1)"),
                                   QStringLiteral("N"), QStringLiteral("1"));
+    QCommandLineOption reveal(QStringLiteral("reveal"),
+                              QStringLiteral("reveal the lesson step's answer at once (for handouts and screenshots)"));
     QCommandLineOption presenter(QStringLiteral("presenter"),
                                  QStringLiteral("start in presenter mode (large text, thick lines, high contrast)"));
     cli.addOption(model);
@@ -61,6 +64,7 @@ int main(int argc, char** argv) {
     cli.addOption(sweep);
     cli.addOption(lesson);
     cli.addOption(lessonStep);
+    cli.addOption(reveal);
     cli.addOption(presenter);
     cli.addOption(shot);
     cli.process(app);
@@ -80,13 +84,15 @@ int main(int argc, char** argv) {
             for (const QString& shipped : kvlens::gui::LessonActions::shippedLessons())
                 if (QFileInfo(shipped).fileName().startsWith(file + QStringLiteral("."))) file = shipped;
         const int step = cli.value(lessonStep).toInt() - 1;
+        const bool revealNow = cli.isSet(reveal);
         auto connection = std::make_shared<QMetaObject::Connection>();
         *connection = QObject::connect(window.controller(), &kvlens::gui::Controller::modelLoaded, &window,
-                                       [&window, &waitForLesson, file, step, connection] {
+                                       [&window, &waitForLesson, file, step, revealNow, connection] {
             QObject::disconnect(*connection);
-            QTimer::singleShot(0, &window, [&window, &waitForLesson, file, step] {
+            QTimer::singleShot(0, &window, [&window, &waitForLesson, file, step, revealNow] {
                 QString error = window.lessons()->openLesson(file);
                 if (error.isEmpty() && step > 0) error = window.lessons()->goTo(step);
+                if (error.isEmpty() && revealNow) window.lessonPanel()->reveal();
                 if (!error.isEmpty()) finish(1, QStringLiteral("cannot open the lesson: %1").arg(error));
                 waitForLesson = false;
             });
