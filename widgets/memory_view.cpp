@@ -3,6 +3,7 @@
 #include "widgets/appearance.h"
 
 #include <QHeaderView>
+#include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
@@ -50,16 +51,23 @@ MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
     m_table->verticalHeader()->setVisible(false);
     m_table->horizontalHeader()->setStretchLastSection(true);
     layout->addWidget(m_table, 2);
-    // What sharing costs a model not trained for it: its KV heads merged.
+    // What sharing costs a model not trained for it: its KV heads merged,
+    // or runs of layers reading one layer's K/V.
     auto* row = new QHBoxLayout;
-    row->addWidget(new QLabel(tr("What-if: merge the KV heads to"), this));
+    row->addWidget(new QLabel(tr("What-if:"), this));
+    m_whatIfKind = new QComboBox(this);
+    m_whatIfKind->addItem(tr("merge the KV heads to"), MergeHeads);
+    m_whatIfKind->addItem(tr("layers share KV, every"), ShareLayers);
+    m_whatIfKind->setToolTip(tr("Merge: mean-pool the K/V projections of each group of KV heads (the GQA/MQA conversion "
+                                "before uptraining). Share: every k consecutive layers read the K/V their first layer "
+                                "computes (CLA), the others' K/V projections unused"));
+    row->addWidget(m_whatIfKind);
     m_whatIfHeads = new QSpinBox(this);
     m_whatIfHeads->setRange(1, 1);
     row->addWidget(m_whatIfHeads);
     m_whatIfRun = new QPushButton(tr("Run on the prompt"), this);
-    m_whatIfRun->setToolTip(tr("Mean-pools the K/V projections of each group of KV heads (GQA/MQA conversion without "
-                               "uptraining) and compares its predictions with the model as trained, teacher-forced "
-                               "over the prompt"));
+    m_whatIfRun->setToolTip(tr("Compares the changed model's predictions with the model as trained, teacher-forced over "
+                               "the prompt, and both models' needle scores with the full cache"));
     row->addWidget(m_whatIfRun);
     row->addStretch(1);
     layout->addLayout(row);
@@ -69,8 +77,9 @@ MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
     layout->addWidget(m_whatIfResult);
     connect(m_whatIfRun, &QPushButton::clicked, this, [this] {
         m_whatIfResult->setText(tr("Computing…"));
-        Q_EMIT whatIfRequested(m_whatIfHeads->value());
+        Q_EMIT whatIfRequested(m_whatIfKind->currentData().toInt(), m_whatIfHeads->value());
     });
+    connect(m_whatIfKind, &QComboBox::currentIndexChanged, this, [this] { setWhatIfRange(); });
     refresh();
 }
 
@@ -78,6 +87,13 @@ QString MemoryView::whatIfText() const { return m_whatIfResult->text(); }
 
 void MemoryView::showWhatIf(const QString& text, bool ok) {
     m_whatIfResult->setText(ok ? text : tr("What-if not run: %1").arg(text));
+}
+
+// Merge: 1 .. the model's KV heads, from 1 (MQA); share: 1 .. its layers, from 2.
+void MemoryView::setWhatIfRange() {
+    const bool merge = m_whatIfKind->currentData().toInt() == MergeHeads;
+    m_whatIfHeads->setRange(1, static_cast<int>(std::max<int64_t>(1, merge ? m_shape.kvHeads : m_shape.layers)));
+    m_whatIfHeads->setValue(merge ? 1 : 2);
 }
 
 std::vector<int64_t> MemoryView::plotContexts() {
@@ -88,8 +104,7 @@ std::vector<int64_t> MemoryView::plotContexts() {
 
 void MemoryView::setShape(const KvShape& shape) {
     m_shape = shape;
-    m_whatIfHeads->setRange(1, static_cast<int>(std::max<int64_t>(1, shape.kvHeads)));
-    m_whatIfHeads->setValue(1);
+    setWhatIfRange();
     m_whatIfResult->clear();
     m_hasShape = shape.layers > 0 && shape.heads > 0 && shape.kvHeads > 0;
     refresh();

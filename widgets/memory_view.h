@@ -13,6 +13,7 @@ class QTableWidget;
 class QLabel;
 class QPushButton;
 class QSpinBox;
+class QComboBox;
 
 namespace kvlens::ui {
 
@@ -27,14 +28,18 @@ public:
     const QTableWidget* table() const { return m_table; }
     const QCustomPlot* plot() const { return m_plot; }
     static std::vector<int64_t> plotContexts();  // 128, 256, ..., 131072
-    // The what-if row: "merge KV heads to [N] [Run]" and its result.
-    QSpinBox* whatIfHeads() const { return m_whatIfHeads; }
+    // The what-if row: "[merge the KV heads to | layers share KV, every] [N]
+    // [Run]" and its result. Kinds: 0 merges KV heads (N left), 1 makes
+    // every N layers read the first one's K/V (CLA).
+    enum WhatIfKind { MergeHeads = 0, ShareLayers = 1 };
+    QComboBox* whatIfKind() const { return m_whatIfKind; }
+    QSpinBox* whatIfValue() const { return m_whatIfHeads; }
     QPushButton* whatIfButton() const { return m_whatIfRun; }
     QString whatIfText() const;
     void showWhatIf(const QString& text, bool ok);
 
 Q_SIGNALS:
-    void whatIfRequested(int kvHeads);
+    void whatIfRequested(int kind, int value);
 
 private:
     void refresh();
@@ -45,6 +50,8 @@ private:
     QCustomPlot* m_plot;
     QTableWidget* m_table;
     QLabel* m_caption;
+    void setWhatIfRange();
+    QComboBox* m_whatIfKind;
     QSpinBox* m_whatIfHeads;
     QPushButton* m_whatIfRun;
     QLabel* m_whatIfResult;

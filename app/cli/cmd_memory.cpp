@@ -1,7 +1,9 @@
 // kvlens-cli memory: KV bytes of the model's config against context length
 // under MHA, its own GQA, MQA, CLA (k = 2, 3) and YOCO, each with the
 // eviction budget given (core/eval/kv_memory.h). Reads config.json only.
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -13,6 +15,7 @@
 #include "core/eval/kv_memory.h"
 #include "core/model/config.h"
 #include "core/model/model.h"
+#include "core/tokenizer/tokenizer.h"
 #include "core/run/what_if.h"
 
 namespace kvlens::cli {
@@ -21,7 +24,8 @@ namespace {
 struct MemoryArgs {
     ModelArgs model;
     PromptArgs prompt;
-    int64_t whatIfKvHeads = 0;
+    int64_t whatIfKvHeads = 0, whatIfShareLayers = 0;
+    std::string whatIfNeedle = "256";
     std::string contexts = "512,2048,8192,32768", budget, dtype = "f32";
     bool json = false;
 };
@@ -37,25 +41,35 @@ void runMemory(const MemoryArgs& a) {
     const bool withBudget = !a.budget.empty();
     const BudgetSpec budget = withBudget ? parseBudget(a.budget) : BudgetSpec{};
     const std::vector<KvMemoryRow> rows = kvMemoryTable(shape, contexts, withBudget, budget);
-    // The what-if: the model with its KV heads merged, against itself, on the prompt.
+    // The what-if: the model changed to share K/V, against itself, on the
+    // prompt and on needle probes with the full cache.
     nlohmann::json whatIf = nullptr;
     std::string whatIfText;
-    if (a.whatIfKvHeads > 0) {
-        if (!a.prompt.given()) throw ArgumentError("--what-if-kv-heads needs a prompt (--prompt, --prompt-file or --prompt-ids)");
-        const auto model = Model::load(a.model.dir());
-        const auto merged = model->withMergedKvHeads(a.whatIfKvHeads);
-        const std::optional<Tokenizer> tok = tokenizerFor(a.model.dir());
+    if (a.whatIfKvHeads > 0 || a.whatIfShareLayers > 0) {
+        const char* option = a.whatIfKvHeads > 0 ? "--what-if-kv-heads" : "--what-if-share-layers";
+        if (!a.prompt.given())
+            throw ArgumentError(std::string(option) + " needs a prompt (--prompt, --prompt-file or --prompt-ids)");
+        KvWhatIf w;
+        w.kind = a.whatIfKvHeads > 0 ? KvWhatIf::Kind::MergeHeads : KvWhatIf::Kind::ShareLayers;
+        w.value = a.whatIfKvHeads > 0 ? a.whatIfKvHeads : a.whatIfShareLayers;
+        WhatIfNeedle needle;
+        needle.contexts = a.whatIfNeedle == "none" ? std::vector<int64_t>{} : parseIdList(a.whatIfNeedle, "--what-if-needle");
+        const std::shared_ptr<const Model> model = Model::load(a.model.dir());
+        std::optional<Tokenizer> tok = tokenizerFor(a.model.dir());
         const std::vector<int64_t> ids = a.prompt.resolve(tok ? &*tok : nullptr);
-        const ModelFidelity f = compareModels(*model, *merged, ids);
-        whatIf = {{"kv_heads", a.whatIfKvHeads}, {"positions", f.positions}, {"mean_kl", f.meanKl},
-                  {"max_kl", f.maxKl}, {"top1", f.top1}};
-        char buf[400];
-        std::snprintf(buf, sizeof buf,
-                      "what-if: KV heads merged %lld -> %lld by mean-pooling K/V projections (not trained for it), "
-                      "teacher-forced over %lld positions: mean KL %.4f nats (max %.4f), top-1 agreement %.1f%%\n",
-                      static_cast<long long>(c.numKvHeads), static_cast<long long>(a.whatIfKvHeads),
-                      static_cast<long long>(f.positions), f.meanKl, f.maxKl, 100.0 * f.top1);
-        whatIfText = buf;
+        const auto tokenizer = tok ? std::make_shared<const Tokenizer>(std::move(*tok)) : nullptr;
+        const WhatIfReport r = runWhatIf(model, tokenizer, w, ids, needle);
+        auto share = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+        whatIf = {{"kind", w.kind == KvWhatIf::Kind::MergeHeads ? "merge_kv_heads" : "share_layers"},
+                  {"value", w.value},
+                  {"description", w.describe(c)},
+                  {"positions", r.fidelity.positions},
+                  {"mean_kl", r.fidelity.meanKl},
+                  {"max_kl", r.fidelity.maxKl},
+                  {"top1", r.fidelity.top1},
+                  {"needle", {{"probes", r.needleProbes}, {"exact_model", share(r.needleModel)},
+                              {"exact_what_if", share(r.needleWhatIf)}}}};
+        whatIfText = "what-if: " + r.text(c) + "\n";
     }
     if (a.json) {
         nlohmann::json out{{"model", a.model.dir().string()},
@@ -117,9 +131,15 @@ void addMemoryCommand(CLI::App& app) {
         "memory", "KV-cache bytes vs context length under MHA, GQA, MQA, CLA and YOCO, with an eviction budget");
     args->model.add(*cmd, /*withDevice=*/false);
     args->prompt.add(*cmd);
-    cmd->add_option("--what-if-kv-heads", args->whatIfKvHeads,
-                    "also run the model with its KV heads merged to N (mean-pooled K/V projections) on the prompt and "
-                    "report KL / top-1 against the model as trained");
+    auto* heads = cmd->add_option("--what-if-kv-heads", args->whatIfKvHeads,
+                                  "also run the model with its KV heads merged to N (mean-pooled K/V projections) on "
+                                  "the prompt and report KL / top-1 and needle scores against the model as trained");
+    cmd->add_option("--what-if-share-layers", args->whatIfShareLayers,
+                    "the same with every K consecutive layers reading the K/V of their first layer (CLA-style)")
+        ->excludes(heads);
+    cmd->add_option("--what-if-needle", args->whatIfNeedle,
+                    "context lengths of the what-if's needle probes (3 depths x 2 seeds each), or none")
+        ->capture_default_str();
     cmd->add_option("--contexts", args->contexts, "context lengths in tokens, comma-separated")->capture_default_str();
     cmd->add_option("--budget", args->budget, "an eviction budget on top: N tokens or R% of the context");
     cmd->add_option("--dtype", args->dtype, "element type of the cache: f32 | bf16 | f16")->capture_default_str();

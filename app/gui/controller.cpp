@@ -224,7 +224,7 @@ void Controller::runNeedle(eval::NeedleGridOptions options) {
                               Qt::QueuedConnection);
 }
 
-void Controller::runWhatIf(int kvHeads) {
+void Controller::runWhatIf(int kind, int value) {
     if (!m_modelReady) {
         Q_EMIT whatIfDone(tr("no model is loaded"), false);
         return;
@@ -233,7 +233,10 @@ void Controller::runWhatIf(int kvHeads) {
     const quint64 id = m_currentWhatIf;
     const QString prompt = currentRequest().prompt;
     Worker* w = m_worker;
-    QMetaObject::invokeMethod(m_worker, [w, id, prompt, kvHeads] { w->runWhatIf(id, prompt, kvHeads); },
+    KvWhatIf whatIf;
+    whatIf.kind = kind == 1 ? KvWhatIf::Kind::ShareLayers : KvWhatIf::Kind::MergeHeads;
+    whatIf.value = value;
+    QMetaObject::invokeMethod(m_worker, [w, id, prompt, whatIf] { w->runWhatIf(id, prompt, whatIf); },
                               Qt::QueuedConnection);
 }
 

@@ -43,8 +43,9 @@ public:
     // is done: runs requested meanwhile wait (the views keep their traces);
     // only cancelNeedle(), a newer grid or a model load stop it.
     void runNeedle(eval::NeedleGridOptions options);
-    // The KV-head what-if on the current prompt (whatIfDone when it is computed).
-    void runWhatIf(int kvHeads);
+    // A KV-sharing what-if on the current prompt (core/run/what_if.h; kind
+    // as ui::MemoryView::WhatIfKind): whatIfDone when it is computed.
+    void runWhatIf(int kind, int value);
     void cancelNeedle();
     // Stops the current run (the Cancel button): the views keep what they show.
     void cancelRun();

@@ -156,7 +156,7 @@ void Worker::runNeedle(quint64 id, const eval::NeedleGridOptions& options, std::
     }
 }
 
-void Worker::runWhatIf(quint64 id, const QString& prompt, int kvHeads) {
+void Worker::runWhatIf(quint64 id, const QString& prompt, const KvWhatIf& whatIf) {
     if (!m_model || !m_tokenizer) {
         Q_EMIT whatIfDone(id, tr("no model is loaded"), false);
         return;
@@ -164,18 +164,8 @@ void Worker::runWhatIf(quint64 id, const QString& prompt, int kvHeads) {
     try {
         std::vector<int64_t> ids;
         for (int32_t t : m_tokenizer->encode(prompt.toStdString(), true)) ids.push_back(t);
-        const auto merged = m_model->withMergedKvHeads(kvHeads);
-        const ModelFidelity f = compareModels(*m_model, *merged, ids);
-        Q_EMIT whatIfDone(id,
-                          tr("KV heads merged %1 → %2 by mean-pooling their K/V projections (a model not trained for "
-                             "it): mean KL %3 nats (max %4), top-1 agreement %5 % over the prompt's %6 positions.")
-                              .arg(m_model->config().numKvHeads)
-                              .arg(kvHeads)
-                              .arg(f.meanKl, 0, 'f', 3)
-                              .arg(f.maxKl, 0, 'f', 3)
-                              .arg(100.0 * f.top1, 0, 'f', 1)
-                              .arg(f.positions),
-                          true);
+        const WhatIfReport r = kvlens::runWhatIf(m_model, m_tokenizer, whatIf, ids);
+        Q_EMIT whatIfDone(id, QString::fromStdString(r.text(m_model->config())), true);
     } catch (const std::exception& e) {
         Q_EMIT whatIfDone(id, QString::fromStdString(e.what()), false);
     }

@@ -12,6 +12,7 @@
 
 #include "app/gui/metatypes.h"
 #include "core/run/session.h"
+#include "core/run/what_if.h"
 
 namespace kvlens {
 class Model;
@@ -49,7 +50,7 @@ public:
     void releaseSession();
     // The KV-sharing what-if (core/run/what_if.h): the loaded model with its
     // KV heads merged to kvHeads against itself on `prompt`; one line of result.
-    void runWhatIf(quint64 id, const QString& prompt, int kvHeads);
+    void runWhatIf(quint64 id, const QString& prompt, const KvWhatIf& whatIf);
 
 Q_SIGNALS:
     void whatIfDone(quint64 id, const QString& text, bool ok);

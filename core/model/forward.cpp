@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include "core/error.h"
 #include "core/host_paths.h"
@@ -247,18 +249,25 @@ std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) 
     Rope::Angles angles;
     std::vector<int64_t> rotary(static_cast<size_t>(rows)), anglesFor;
     std::vector<at::Tensor> outputs(R);
+    // The layer-sharing what-if: the K/V of a source layer, kept for the
+    // layers after it that read them (empty otherwise).
+    std::vector<std::pair<at::Tensor, at::Tensor>> sharedKv(m->kvSource.empty() ? 0 : static_cast<size_t>(c.numLayers));
     for (int64_t l = 0; l < c.numLayers; ++l) {
         const LayerWeights& lw = w.layers[l];
         at::Tensor h = gpt2 ? at::layer_norm(x, {c.hiddenSize}, lw.attnNorm, lw.attnNormBias, c.normEps)
                             : rmsNorm(x, lw.attnNorm, c.normEps);
+        const int64_t source = kvSourceLayer(l);
         // Every run's rows at once: projections, q/k norms and rotation are
         // row by row, so each row's values are those of its run alone.
         at::Tensor qs = splitHeads(rowLinear(h, lw.wq, lw.bq), c.numHeads, c.headDim);   // [Hq, rows, D]
-        at::Tensor ks = splitHeads(rowLinear(h, lw.wk, lw.bk), c.numKvHeads, c.headDim); // [Hkv, rows, D]
-        const at::Tensor vs = splitHeads(rowLinear(h, lw.wv, lw.bv), c.numKvHeads, c.headDim);
+        at::Tensor ks, vs;                                                                // [Hkv, rows, D]
+        if (source == l) {
+            ks = splitHeads(rowLinear(h, lw.wk, lw.bk), c.numKvHeads, c.headDim);
+            vs = splitHeads(rowLinear(h, lw.wv, lw.bv), c.numKvHeads, c.headDim);
+        }
         if (c.qkNorm) {
             qs = rmsNorm(qs, lw.qNorm, c.normEps);
-            ks = rmsNorm(ks, lw.kNorm, c.normEps);
+            if (source == l) ks = rmsNorm(ks, lw.kNorm, c.normEps);
         }
         if (m->rope) {
             for (size_t r = 0; r < R; ++r) {
@@ -270,7 +279,11 @@ std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) 
                 anglesFor = rotary;
             }
             qs = Rope::apply(qs, angles);
-            ks = Rope::apply(ks, angles);
+            if (source == l) ks = Rope::apply(ks, angles);
+        }
+        if (!sharedKv.empty()) {
+            if (source == l) sharedKv[static_cast<size_t>(l)] = {ks, vs};
+            else std::tie(ks, vs) = sharedKv.at(static_cast<size_t>(source));
         }
         for (size_t r = 0; r < R; ++r) {
             const Segment& seg = segments[r];

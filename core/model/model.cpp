@@ -99,23 +99,46 @@ std::unique_ptr<Model> Model::withMergedKvHeads(int64_t kvHeads) const {
         for (int64_t i = 1; i < t.dim(); ++i) out.push_back(t.size(i));
         return t.reshape(shape).to(at::kFloat).mean(1).to(t.scalar_type()).reshape(out).contiguous();
     };
-    auto impl = std::make_unique<Impl>();
-    impl->dir = m->dir;
-    impl->cfg = c;
+    auto impl = sharingImpl();
     impl->cfg.numKvHeads = kvHeads;
-    impl->device = m->device;
-    impl->dtype = m->dtype;
-    impl->w = m->w;  // shares every tensor but the pooled ones
     for (LayerWeights& l : impl->w.layers) {
         l.wk = pool(l.wk);
         l.wv = pool(l.wv);
         l.bk = pool(l.bk);
         l.bv = pool(l.bv);
     }
-    impl->tied = m->tied;
     if (impl->cfg.usesRope()) impl->rope = std::make_unique<Rope>(impl->cfg, impl->device);
     impl->params = countParameters(impl->w, impl->tied);
     return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
+std::unique_ptr<Model::Impl> Model::sharingImpl() const {
+    auto impl = std::make_unique<Impl>();
+    impl->dir = m->dir;
+    impl->cfg = m->cfg;
+    impl->device = m->device;
+    impl->dtype = m->dtype;
+    impl->w = m->w;  // shares every tensor
+    impl->tied = m->tied;
+    impl->params = m->params;
+    impl->kvSource = m->kvSource;
+    return impl;
+}
+
+std::unique_ptr<Model> Model::withSharedLayerKv(int64_t every) const {
+    const int64_t L = m->cfg.numLayers;
+    if (every < 1 || every > L)
+        throw ArgumentError("layers can share KV in groups of 1 to " + std::to_string(L) + " (the model's layers; asked for " +
+                            std::to_string(every) + ")");
+    auto impl = sharingImpl();
+    impl->kvSource.resize(static_cast<size_t>(L));
+    for (int64_t l = 0; l < L; ++l) impl->kvSource[static_cast<size_t>(l)] = kvSourceLayer(l / every * every);
+    if (impl->cfg.usesRope()) impl->rope = std::make_unique<Rope>(impl->cfg, impl->device);
+    return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
+int64_t Model::kvSourceLayer(int64_t layer) const {
+    return m->kvSource.empty() ? layer : m->kvSource.at(static_cast<size_t>(layer));
 }
 
 const ModelConfig& Model::config() const { return m->cfg; }

@@ -78,6 +78,18 @@ public:
     // conversion of Ainslie et al. 2023, before any uptraining). A model not
     // trained for it degrades. ArgumentError for another count.
     std::unique_ptr<Model> withMergedKvHeads(int64_t kvHeads) const;
+    // The what-if of layers sharing KV (CLA, Brandon et al. 2024): every run
+    // of `every` consecutive layers reads the K/V its first layer computes
+    // (from that layer's input); the others' K/V projections go unused. Each
+    // layer still keeps its own cache of those K/V, so eviction acts per
+    // layer as before and the memory saved is what the KV memory view
+    // computes, not what this model allocates. With re-rotated caches the
+    // shared keys carry the first layer's cache positions. A model not
+    // trained for it degrades. ArgumentError for `every` < 1 or above the
+    // layer count; 1 is the model itself.
+    std::unique_ptr<Model> withSharedLayerKv(int64_t every) const;
+    // Layer l reads the K/V of layer kvSourceLayer(l) (l itself but in the what-if).
+    int64_t kvSourceLayer(int64_t layer) const;
 
     const ModelConfig& config() const;
     const std::filesystem::path& directory() const;
@@ -114,6 +126,7 @@ public:
 
 private:
     explicit Model(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> sharingImpl() const;  // a what-if's start: this model's config and tensors, shared
     std::unique_ptr<Impl> m;
 };
 

@@ -45,6 +45,9 @@ struct Model::Impl {
     std::unique_ptr<Rope> rope;  // null for GPT-2
     bool tied = false;
     int64_t params = 0;
+    // The layer-sharing what-if (Model::withSharedLayerKv): the layer whose
+    // K/V each layer reads, empty when every layer reads its own.
+    std::vector<int64_t> kvSource;
 };
 
 // Family-specific weight assembly (model_load.cpp).

@@ -446,6 +446,22 @@ TEST_F(CliTest, MemoryTablesTheKvSharingDesigns) {
     const nlohmann::json w = nlohmann::json::parse(r.out)["what_if"];
     EXPECT_EQ(w["positions"], 5);
     EXPECT_GT(w["mean_kl"].get<double>(), 0.0);
+    EXPECT_EQ(w["kind"], "merge_kv_heads");
+    // A model without a tokenizer runs no needle probes: their scores are null, not numbers.
+    EXPECT_EQ(w["needle"]["probes"], 0);
+    EXPECT_TRUE(w["needle"]["exact_what_if"].is_null());
+    // Layers sharing KV (CLA) on the bundled model, with its needle probes.
+    r = run("memory --what-if-share-layers 3 --prompt-ids 2,17,42,99,5,23 --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json cla = nlohmann::json::parse(r.out)["what_if"];
+    EXPECT_EQ(cla["kind"], "share_layers");
+    EXPECT_EQ(cla["description"], "every 3 layers read the first one's K/V (CLA-style, 1 of 3 layers compute K/V)");
+    EXPECT_GT(cla["mean_kl"].get<double>(), 0.0);
+    EXPECT_EQ(cla["needle"]["probes"], 6);  // 256 tokens x 3 depths x 2 seeds
+    EXPECT_EQ(cla["needle"]["exact_model"], 1.0);
+    EXPECT_LT(cla["needle"]["exact_what_if"].get<double>(), 1.0);
+    expectOneLineError("memory --model " + quote(model()) + " --what-if-share-layers 3 --prompt-ids 1", "groups of 1 to 2");
+    expectOneLineError("memory --what-if-share-layers 2 --what-if-kv-heads 1 --prompt-ids 1", "excludes");
     expectOneLineError("memory --model " + quote(model()) + " --what-if-kv-heads 1", "needs a prompt");
     expectOneLineError("memory --model " + quote(model()) + " --what-if-kv-heads 3 --prompt-ids 1", "divisor");
     expectOneLineError("memory --model " + quote(model()) + " --dtype f8", "--dtype must be");

@@ -13,6 +13,7 @@
 #include <QStatusBar>
 #include <QSvgRenderer>
 #include <QTemporaryDir>
+#include <QComboBox>
 #include <QMenu>
 #include <QMenuBar>
 #include <QtTest>
@@ -361,19 +362,30 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt.startsWith("Once upon"), 60000);
     }
 
-    // The KV memory dock's what-if: the bundled model's 2 KV heads merged to 1 on the prompt.
-    void memoryDockRunsTheKvHeadWhatIf() {
+    // The KV memory dock's what-ifs: the bundled model's 2 KV heads merged to 1, and its layers sharing KV in pairs.
+    void memoryDockRunsTheKvSharingWhatIfs() {
         QTemporaryDir dir;
         Reported reported;
         MainWindow w;
         QVERIFY(startOnBundledModel(w, dir, &reported));
         kvlens::ui::MemoryView* m = w.memoryView();
         QCOMPARE(m->table()->rowCount(), 6);  // MHA, GQA (the model's), MQA, CLA k=2 and k=3, YOCO
-        QCOMPARE(m->whatIfHeads()->maximum(), 2);
-        m->whatIfHeads()->setValue(1);
+        QCOMPARE(m->whatIfValue()->maximum(), 2);
+        m->whatIfValue()->setValue(1);
         m->whatIfButton()->click();
-        QTRY_VERIFY_WITH_TIMEOUT(m->whatIfText().startsWith(QStringLiteral("KV heads merged 2 → 1")), 30000);
+        QTRY_VERIFY_WITH_TIMEOUT(m->whatIfText().startsWith(QStringLiteral("KV heads merged 2 → 1")), 60000);
         QVERIFY2(m->whatIfText().contains(QStringLiteral("mean KL")), qPrintable(m->whatIfText()));
+        // The needle probes of both models: the bundled model as trained finds every needle at 256 tokens.
+        QVERIFY2(m->whatIfText().contains(QStringLiteral("needle exact match (full cache, 6 probes) 100 % as trained")),
+                 qPrintable(m->whatIfText()));
+        // Layers sharing KV (CLA): up to the model's 3 layers, from 2.
+        m->whatIfKind()->setCurrentIndex(1);
+        QCOMPARE(m->whatIfValue()->maximum(), 3);
+        QCOMPARE(m->whatIfValue()->value(), 2);
+        m->whatIfButton()->click();
+        QTRY_VERIFY_WITH_TIMEOUT(m->whatIfText().startsWith(QStringLiteral("every 2 layers read the first one's K/V")),
+                                 60000);
+        QVERIFY2(m->whatIfText().contains(QStringLiteral("2 of 3 layers compute K/V")), qPrintable(m->whatIfText()));
         if (qEnvironmentVariableIsSet("KVLENS_SCREENSHOT_DIR")) {  // to look at
             w.findChild<QDockWidget*>(QStringLiteral("memory"))->raise();
             w.resize(1400, 900);
