@@ -202,10 +202,19 @@ void LessonActions::reveal() {
 void LessonActions::runFinished() {
     if (!m_pendingPick) return;
     const auto trace = m_window->controller()->shownTrace();
-    if (!trace) return;
+    // A run of the state before Reveal may finish first (the Reveal's own
+    // is debounced): the answer waits for a run that has the policy.
+    if (!trace || !hasRun(*trace, m_panel->currentStep()->question->policy)) return;
     m_pendingPick = false;
     answerPick(*trace);
     traceShown(trace);
+}
+
+bool LessonActions::hasRun(const Trace& trace, const std::string& policy) {
+    const std::string label = parsePolicySpec(policy).label();
+    for (const auto& p : trace.policies)
+        if (p.label == label) return true;
+    return false;
 }
 
 void LessonActions::answerPick(const Trace& trace) {

@@ -53,6 +53,7 @@ private:
     void runFinished();
     void showPanels(const std::vector<std::string>& panels);
     void answerPick(const Trace& trace);
+    static bool hasRun(const Trace& trace, const std::string& policy);
 
     MainWindow* m_window;
     ui::LessonPanel* m_panel;

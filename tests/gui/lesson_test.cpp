@@ -197,6 +197,18 @@ private Q_SLOTS:
         QCOMPARE(w.promptEditor()->text(), prompt);
         QVERIFY(!w.lessons()->hasLesson());
         QVERIFY(!visible(w, "lesson"));
+        // A lesson on a model that is not there says what it needs.
+        const QString needs = tmp.filePath(QStringLiteral("needs.kvlens-lesson.json"));
+        std::ofstream(needs.toStdString()) << R"({"format":"kvlens-lesson","version":1,"title":"t",
+            "needs":"Import stories260K first: File > Import llama2.c model.",
+            "start":{"model":{"dir":"/nonexistent/stories260K"},"prompt":"a b","policies":[]},
+            "steps":[{"title":"s","text":"x"}]})";
+        const QString missing = w.lessons()->openLesson(needs);
+        QVERIFY2(missing.contains(QStringLiteral("/nonexistent/stories260K")) &&
+                     missing.contains(QStringLiteral("Import stories260K first")),
+                 qPrintable(missing));
+        QCOMPARE(w.promptEditor()->text(), prompt);
+        QVERIFY(!w.lessons()->hasLesson());
     }
 };
 
