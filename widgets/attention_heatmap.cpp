@@ -185,13 +185,18 @@ void AttentionHeatmap::paint(QPainter& p, const QRect& area) const {
     p.setClipRect(plot);
     p.setRenderHint(QPainter::SmoothPixmapTransform, false);
     p.drawImage(target, img);
+    auto at = [&](double key, double query) {
+        return QPointF(plot.left() + (key - m_view.left()) / m_view.width() * plot.width(),
+                       plot.top() + (query - m_view.top()) / m_view.height() * plot.height());
+    };
     if (m_highlight.region) {
         const QRect& c = *m_highlight.region;  // cells: x keys, y queries
-        auto at = [&](double key, double query) {
-            return QPointF(plot.left() + (key - m_view.left()) / m_view.width() * plot.width(),
-                           plot.top() + (query - m_view.top()) / m_view.height() * plot.height());
-        };
         drawHighlightRing(p, QRectF(at(c.left(), c.top()), at(c.right() + 1.0, c.bottom() + 1.0)));
+    }
+    if (m_hover >= 0 && m_hover < m_lod->size()) {
+        const double mid = static_cast<double>(m_hover) + 0.5;
+        drawHoverLine(p, QPointF(at(mid, 0).x(), plot.top()), QPointF(at(mid, 0).x(), plot.bottom()));
+        drawHoverLine(p, QPointF(plot.left(), at(0, mid).y()), QPointF(plot.right(), at(0, mid).y()));
     }
     p.setClipping(false);
     p.setPen(palette().color(QPalette::Mid));
@@ -202,6 +207,12 @@ void AttentionHeatmap::paint(QPainter& p, const QRect& area) const {
 
 void AttentionHeatmap::setHighlight(const Highlight& h) {
     m_highlight = h;
+    update();
+}
+
+void AttentionHeatmap::setHoverToken(int64_t position) {
+    if (position == m_hover) return;
+    m_hover = position;
     update();
 }
 

@@ -42,6 +42,10 @@ public:
     // Rings drawn over the region a lesson step points at (widgets/highlight.h).
     void setHighlight(const Highlight& h);
     const Highlight& highlight() const { return m_highlight; }
+    // The token under the mouse in a token strip: lines across its key
+    // column and its query row (-1: none).
+    void setHoverToken(int64_t position);
+    int64_t hoverToken() const { return m_hover; }
     // Where the map itself lies in widget coordinates, and a cell's centre.
     QRect plotRect() const;
     QPoint cellCentre(int64_t query, int64_t key) const;
@@ -79,6 +83,7 @@ private:
     QRectF m_dragView;
     bool m_dragging = false;
     Highlight m_highlight;
+    int64_t m_hover = -1;
 };
 
 }  // namespace kvlens::ui

@@ -81,9 +81,24 @@ int BudgetBars::strideIn(const QRect& area) const {
 
 int BudgetBars::labelStride() const { return strideIn(rect()); }
 
+bool BudgetBars::hasHeadBars(int layer) const {
+    return layer < static_cast<int>(m_held.size()) && !m_held[static_cast<size_t>(layer)].empty();
+}
+
+int BudgetBars::barWidthIn(const QRect& slot, int layer) const {
+    return std::max(3, slot.width() * (hasHeadBars(layer) ? 45 : 70) / 100);
+}
+
+// A layer's value stands over its column; beside per-KV-head bars over its
+// own bar only (their numbers stand over them).
+int BudgetBars::valueRoomIn(const QRect& slot, int layer) const {
+    return hasHeadBars(layer) ? barWidthIn(slot, layer) : slot.width();
+}
+
 bool BudgetBars::valueFits(int layer) const {
     const QFontMetrics fm(labelFont());
-    return fm.horizontalAdvance(QString::number(m_budgets.at(static_cast<size_t>(layer)))) + 2 <= barSlot(layer).width();
+    return fm.horizontalAdvance(QString::number(m_budgets.at(static_cast<size_t>(layer)))) + 2 <=
+           valueRoomIn(barSlot(layer), layer);
 }
 
 QString BudgetBars::hoverText(const QPoint& pos) const {
@@ -143,15 +158,17 @@ void BudgetBars::paint(QPainter& p, const QRect& area) const {
         const QRect slot = slotIn(area, l);
         const int64_t b = m_budgets[static_cast<size_t>(l)];
         const int h = static_cast<int>(static_cast<double>(b) / top * plot.height());
-        const bool perHead = l < static_cast<int>(m_held.size()) && !m_held[static_cast<size_t>(l)].empty();
-        const int barWidth = std::max(3, slot.width() * (perHead ? 45 : 70) / 100);
+        const bool perHead = hasHeadBars(l);
+        const int barWidth = barWidthIn(slot, l);
         const QRect bar(slot.left() + (slot.width() - barWidth) / 2 - (perHead ? barWidth / 2 : 0), plot.bottom() - h,
                         barWidth, h);
         p.fillRect(bar, l == m_dragLayer ? selectionColour() : statusColour(TokenStatus::Held));
         p.setPen(palette().color(QPalette::WindowText));
         const QString value = QString::number(b);
-        if (p.fontMetrics().horizontalAdvance(value) + 2 <= slot.width())
-            p.drawText(QRect(slot.left(), bar.top() - kValueHeight, slot.width(), kValueHeight), Qt::AlignCenter, value);
+        const int room = valueRoomIn(slot, l);
+        if (p.fontMetrics().horizontalAdvance(value) + 2 <= room)
+            p.drawText(QRect(perHead ? bar.left() : slot.left(), bar.top() - kValueHeight, room, kValueHeight),
+                       Qt::AlignCenter, value);
         if (l % stride == 0) {  // centred on its column, as wide as it needs
             const int w = p.fontMetrics().horizontalAdvance(QStringLiteral("L%1").arg(l)) + 4;
             p.drawText(QRect(slot.center().x() - w / 2, plot.bottom() + 1, w, kLabelHeight), Qt::AlignCenter,

@@ -47,6 +47,9 @@ protected:
 
 private:
     QFont labelFont() const;
+    bool hasHeadBars(int layer) const;
+    int barWidthIn(const QRect& slot, int layer) const;
+    int valueRoomIn(const QRect& slot, int layer) const;
     int strideIn(const QRect& area) const;
     QRect plotIn(const QRect& area) const;
     QRect slotIn(const QRect& area, int layer) const;

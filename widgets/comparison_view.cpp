@@ -1,7 +1,8 @@
 #include "widgets/comparison_view.h"
 
-#include <QHBoxLayout>
+#include <QEvent>
 #include <QPainter>
+#include <QScrollArea>
 #include <QVBoxLayout>
 #include <algorithm>
 
@@ -10,16 +11,63 @@
 #include "widgets/head_grid.h"
 #include "widgets/policy_column.h"
 #include "widgets/status_legend.h"
+#include "widgets/token_strip.h"
 
 namespace kvlens::ui {
 
+namespace {
+constexpr int kGap = 6;  // between columns
+}  // namespace
+
 ComparisonView::ComparisonView(QWidget* parent)
-    : QWidget(parent), m_legend(new StatusLegend(this)), m_columnsLayout(new QHBoxLayout) {
+    : QWidget(parent), m_legend(new StatusLegend(this)), m_scroll(new QScrollArea(this)), m_pane(new QWidget) {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(m_legend);
-    layout->addLayout(m_columnsLayout, 1);
-    m_columnsLayout->setSpacing(6);
+    layout->addWidget(m_scroll, 1);
+    m_scroll->setFrameShape(QFrame::NoFrame);
+    m_scroll->setWidgetResizable(true);  // the pane fills the view down to its minimum size
+    m_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+    m_scroll->setWidget(m_pane);
+    m_pane->installEventFilter(this);
+}
+
+// Narrower than this a heatmap and its colour bar stop being readable: the
+// columns scroll instead.
+int ComparisonView::minimumColumnWidth() const { return std::max(140, fontMetrics().averageCharWidth() * 20); }
+
+bool ComparisonView::eventFilter(QObject* watched, QEvent* e) {
+    if (watched == m_pane && e->type() == QEvent::Resize) layoutColumns();
+    return QWidget::eventFilter(watched, e);
+}
+
+void ComparisonView::changeEvent(QEvent* e) {
+    QWidget::changeEvent(e);
+    if (e->type() == QEvent::FontChange) layoutColumns();  // zoom: wider columns, taller headers
+}
+
+void ComparisonView::layoutColumns() {
+    const int n = columnCount();
+    const int minWidth = minimumColumnWidth();
+    m_pane->setMinimumWidth(n > 0 ? n * minWidth + (n - 1) * kGap : 0);
+    if (n == 0) return;
+    const int w = std::max(minWidth, (m_pane->width() - (n - 1) * kGap) / n);
+    m_columnWidth = w;
+    int headerH = 0;
+    for (PolicyColumn* c : m_columns) headerH = std::max(headerH, c->headerHeightFor(w));
+    int minHeight = 0;
+    for (PolicyColumn* c : m_columns) {
+        c->setHeaderHeight(headerH);
+        minHeight = std::max(minHeight, c->minimumHeightFor(w));
+    }
+    m_pane->setMinimumHeight(minHeight);
+    for (int i = 0; i < n; ++i)
+        m_columns[static_cast<size_t>(i)]->setGeometry(i * (w + kGap), 0, w, std::max(minHeight, m_pane->height()));
+}
+
+void ComparisonView::setHoverToken(int index) {
+    m_hover = index;
+    for (PolicyColumn* c : m_columns) c->setHoverToken(index);
 }
 
 void ComparisonView::rebuildColumns(int count) {
@@ -28,9 +76,11 @@ void ComparisonView::rebuildColumns(int count) {
         m_columns.pop_back();
     }
     while (static_cast<int>(m_columns.size()) < count) {
-        auto* c = new PolicyColumn(this);
+        auto* c = new PolicyColumn(m_pane);
         c->setHighlight(m_highlight);
-        m_columnsLayout->addWidget(c, 1);
+        c->setHoverToken(m_hover);
+        c->show();
+        connect(c->strip(), &TokenStrip::tokenHovered, this, &ComparisonView::setHoverToken);
         connect(c->grid(), &HeadGrid::headSelected, this, [this](int64_t l, int64_t h) {
             setSelection(l, h);
             Q_EMIT selectionChanged(l, h);
@@ -73,9 +123,11 @@ void ComparisonView::paint(QPainter& p, const QRect& area) const {
     if (n == 0) return;
     constexpr int gap = 8;
     const int w = (area.width() - gap * (n - 1)) / n;
+    int headerH = 0;  // aligned as on screen
+    for (const PolicyColumn* c : m_columns) headerH = std::max(headerH, c->paintedHeaderHeight(w));
     for (int i = 0; i < n; ++i)
         m_columns[static_cast<size_t>(i)]->paint(
-            p, QRect(area.left() + i * (w + gap), area.top() + legendH + 4, w, area.height() - legendH - 4));
+            p, QRect(area.left() + i * (w + gap), area.top() + legendH + 4, w, area.height() - legendH - 4), headerH);
 }
 
 void ComparisonView::refresh() {
@@ -110,6 +162,7 @@ void ComparisonView::refresh() {
         c->heatmap()->setColourScale(m_scale);
         c->setData(m_trace, i, lods[static_cast<size_t>(i)], m_layer, m_head);
     }
+    layoutColumns();  // the headers' text changed
     ++m_updates;
 }
 

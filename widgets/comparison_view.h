@@ -2,6 +2,11 @@
 // The comparison view: one PolicyColumn per policy of a Trace (full first),
 // with a synchronised layer/head selection, one colour range shared by every
 // heatmap (so colours compare across columns) and synchronised zoom/pan.
+// The columns are aligned: all of one width, their headers of one height, so
+// a token sits in the same place in every strip and the heatmaps start at
+// the same height; below a readable width they scroll sideways instead of
+// squeezing (or widening the window). The token under the mouse in one
+// strip is marked in every strip and heatmap.
 #include <QWidget>
 #include <memory>
 #include <vector>
@@ -10,7 +15,7 @@
 #include "widgets/highlight.h"
 #include "widgets/palette.h"
 
-class QHBoxLayout;
+class QScrollArea;
 
 namespace kvlens::ui {
 
@@ -39,6 +44,13 @@ public:
     // Legend and every column onto any painter at any size (for exports).
     void paint(QPainter& p, const QRect& area) const;
 
+    // The token marked as under the mouse in every column, -1 for none.
+    void setHoverToken(int index);
+    int hoverToken() const { return m_hover; }
+    int columnWidth() const { return m_columnWidth; }
+    int minimumColumnWidth() const;
+    QScrollArea* scrollArea() const { return m_scroll; }
+
     int columnCount() const { return static_cast<int>(m_columns.size()); }
     PolicyColumn* column(int i) const { return m_columns[static_cast<size_t>(i)]; }
     // How many times the columns were refreshed from a trace (tests wait on it).
@@ -47,13 +59,21 @@ public:
 Q_SIGNALS:
     void selectionChanged(int64_t layer, int64_t head);
 
+protected:
+    bool eventFilter(QObject* watched, QEvent* e) override;
+    void changeEvent(QEvent* e) override;
+
 private:
     void rebuildColumns(int count);
+    void layoutColumns();
     void refresh();
     void syncView(const QRectF& view);
 
     StatusLegend* m_legend;
-    QHBoxLayout* m_columnsLayout;
+    QScrollArea* m_scroll;
+    QWidget* m_pane;  // the columns, side by side, inside m_scroll
+    int m_columnWidth = 0;
+    int m_hover = -1;
     std::vector<PolicyColumn*> m_columns;
     std::shared_ptr<const Trace> m_trace;
     int64_t m_layer = 0, m_head = 0;

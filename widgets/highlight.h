@@ -26,4 +26,11 @@ struct Highlight {
 
 void drawHighlightRing(QPainter& p, const QRectF& r);
 
+// The token under the mouse, marked in every column at once: a yellow frame
+// with a black edge round a token strip's cell (not a lesson's black and
+// white ring), and thin yellow-on-black lines across a heatmap's key column
+// and query row.
+void drawHoverFrame(QPainter& p, const QRectF& r);
+void drawHoverLine(QPainter& p, const QPointF& from, const QPointF& to);
+
 }  // namespace kvlens::ui

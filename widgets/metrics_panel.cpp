@@ -229,6 +229,12 @@ void MetricsPanel::plotMemory(const Trace& t) {
     }
     m_memory->xAxis->setTicker(ticker);
     m_memory->xAxis->setTickLabelRotation(60);
+    // A slanted label runs right of its bar, and QCustomPlot drops a label
+    // that would cross the widget's edge: room for the last one.
+    const QFontMetrics fm(m_memory->xAxis->tickLabelFont());
+    const QString last = ticker->ticks().isEmpty() ? QString() : ticker->ticks().last();
+    m_memory->axisRect()->setAutoMargins(QCP::msLeft | QCP::msTop | QCP::msBottom);
+    m_memory->axisRect()->setMargins(QMargins(0, 0, fm.horizontalAdvance(last) / 2 + fm.height() + 4, 0));
     m_memory->xAxis->setRange(-0.6, static_cast<double>(t.policies.size()) - 0.4);
     m_memory->yAxis->setRange(0, top * 1.1);
     m_memory->replot(QCustomPlot::rpQueuedReplot);

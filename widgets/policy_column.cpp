@@ -4,6 +4,7 @@
 #include <QLabel>
 #include <QPainter>
 #include <QTextDocument>
+#include <QTextDocumentFragment>
 #include <QVBoxLayout>
 
 #include "widgets/attention_heatmap.h"
@@ -15,23 +16,30 @@
 namespace kvlens::ui {
 namespace {
 
+// One item of a header line: it wraps only between items, never inside one
+// ("KV 96.0 KiB (46%)" stays whole).
+QString item(const QString& text) { return text.toHtmlEscaped().replace(QLatin1Char(' '), QStringLiteral("&nbsp;")); }
+
 QString headerFor(const Trace& t, int policy) {
     const PolicyTrace& p = t.policies[static_cast<size_t>(policy)];
     const double full = static_cast<double>(t.policies[0].bytesHeld);
     const double share = full > 0 ? 100.0 * static_cast<double>(p.bytesHeld) / full : 100.0;
-    QString text = QStringLiteral("<b><span style='color:%1'>■</span> %2</b><br/><small>%3%4 · KV %5 KiB (%6%)")
-                       .arg(runColour(t, static_cast<size_t>(policy)).name(), QString::fromStdString(p.label).toHtmlEscaped(),
-                            policy == 0 ? QStringLiteral("reference") : QString::fromStdString(p.schedule),
-                            p.rerotate ? QStringLiteral(" · re-rotated") : QString())
-                       .arg(static_cast<double>(p.bytesHeld) / 1024.0, 0, 'f', 1)
-                       .arg(share, 0, 'f', 0);
+    QStringList items{item(policy == 0 ? QStringLiteral("reference") : QString::fromStdString(p.schedule))};
+    if (p.rerotate) items << item(QStringLiteral("re-rotated"));
+    items << item(QStringLiteral("KV %1 KiB (%2%)")
+                      .arg(static_cast<double>(p.bytesHeld) / 1024.0, 0, 'f', 1)
+                      .arg(share, 0, 'f', 0));
+    QString note;  // a sentence, on its own line
     if (policy > 0 && !t.teacherForced)  // its own text: no per-step comparison with full
-        text += p.divergedAt >= 0 ? QStringLiteral(" · free-running: its text leaves full's at step %1").arg(p.divergedAt)
-                                  : QStringLiteral(" · free-running: the same text as full");
+        note = p.divergedAt >= 0 ? QStringLiteral("free-running: its text leaves full's at step %1").arg(p.divergedAt)
+                                 : QStringLiteral("free-running: the same text as full");
     else if (policy > 0 && (!p.metrics.empty() || !p.failure.empty()))
-        text += QStringLiteral(" · KL %1 · top-1 %2")
-                    .arg(metricText(runMetric(p, p.meanKl()), 3), percentText(runMetric(p, p.top1Agreement())));
-    text += QStringLiteral("</small>");
+        items << item(QStringLiteral("KL %1").arg(metricText(runMetric(p, p.meanKl()), 3)))
+              << item(QStringLiteral("top-1 %1").arg(percentText(runMetric(p, p.top1Agreement()))));
+    QString text = QStringLiteral("<b><span style='color:%1'>■</span> %2</b><br/><small>%3</small>")
+                       .arg(runColour(t, static_cast<size_t>(policy)).name(),
+                            QString::fromStdString(p.label).toHtmlEscaped(), items.join(QStringLiteral(" · ")));
+    if (!note.isEmpty()) text += QStringLiteral("<br/><small>%1</small>").arg(note.toHtmlEscaped());
     if (!p.failure.empty())
         text += QStringLiteral("<br/><small><b style='color:#B03000'>%1</b></small>").arg(stoppedText(p).toHtmlEscaped());
     if (!p.budgetNote.empty())
@@ -52,6 +60,7 @@ PolicyColumn::PolicyColumn(QWidget* parent)
     layout->setSpacing(4);
     m_header->setTextFormat(Qt::RichText);
     m_header->setWordWrap(true);
+    m_header->setAlignment(Qt::AlignLeft | Qt::AlignTop);
     layout->addWidget(m_header);
     layout->addWidget(m_strip);
     layout->addWidget(m_heatmap, 1);
@@ -76,14 +85,45 @@ void PolicyColumn::setData(std::shared_ptr<const Trace> trace, int policy, std::
     m_grid->setSelection(layer, head);
 }
 
-QString PolicyColumn::headerText() const { return m_header->text(); }
+QString PolicyColumn::headerText() const {
+    return QTextDocumentFragment::fromHtml(m_header->text()).toPlainText().replace(QChar(0xA0), QLatin1Char(' '));
+}
 
-void PolicyColumn::paint(QPainter& p, const QRect& area) const {
-    QTextDocument header;
+int PolicyColumn::headerHeightFor(int width) const {
+    const QMargins m = layout()->contentsMargins();
+    return m_header->heightForWidth(width - m.left() - m.right());
+}
+
+void PolicyColumn::setHeaderHeight(int height) { m_header->setFixedHeight(height); }
+
+int PolicyColumn::minimumHeightFor(int width) const {
+    const QMargins m = layout()->contentsMargins();
+    const int inner = width - m.left() - m.right();
+    return m.top() + m.bottom() + 3 * layout()->spacing() + m_header->height() + m_strip->heightForWidth(inner) +
+           m_heatmap->minimumSizeHint().height() + m_grid->sizeHint().height();
+}
+
+void PolicyColumn::setHoverToken(int index) {
+    m_strip->setHoverToken(index);
+    m_heatmap->setHoverToken(index);
+}
+
+void PolicyColumn::layOutHeader(QTextDocument& header, int width) const {
     header.setDefaultFont(font());
     header.setHtml(m_header->text());
-    header.setTextWidth(area.width());
-    const int headerH = static_cast<int>(header.size().height());
+    header.setTextWidth(width);
+}
+
+int PolicyColumn::paintedHeaderHeight(int width) const {
+    QTextDocument header;
+    layOutHeader(header, width);
+    return static_cast<int>(header.size().height());
+}
+
+void PolicyColumn::paint(QPainter& p, const QRect& area, int headerHeight) const {
+    QTextDocument header;
+    layOutHeader(header, area.width());
+    const int headerH = std::max(headerHeight, static_cast<int>(header.size().height()));
     const int stripH = m_strip->heightForWidth(area.width());
     const int gridH = m_grid->sizeHint().height();
     p.save();

@@ -1,6 +1,7 @@
 #include "widgets/token_strip.h"
 
 #include <QHelpEvent>
+#include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
 #include <cmath>
@@ -105,12 +106,32 @@ void TokenStrip::paint(QPainter& p, const QRect& area) const {
     }
     for (int64_t t : m_highlight.tokens)
         if (t >= 0 && t < n) drawHighlightRing(p, cellRectIn(area, static_cast<int>(t)));
+    if (m_hover >= 0 && m_hover < n) drawHoverFrame(p, cellRectIn(area, m_hover));
     p.restore();
 }
 
 void TokenStrip::setHighlight(const Highlight& h) {
     m_highlight = h;
     update();
+}
+
+void TokenStrip::setHoverToken(int index) {
+    if (index == m_hover) return;
+    m_hover = index;
+    update();
+}
+
+void TokenStrip::mouseMoveEvent(QMouseEvent* e) {
+    const int i = indexAt(e->position().toPoint());
+    if (i == m_hover) return;
+    setHoverToken(i);
+    Q_EMIT tokenHovered(i);
+}
+
+void TokenStrip::leaveEvent(QEvent*) {
+    if (m_hover < 0) return;
+    setHoverToken(-1);
+    Q_EMIT tokenHovered(-1);
 }
 
 void TokenStrip::paintEvent(QPaintEvent*) {

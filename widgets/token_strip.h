@@ -2,7 +2,9 @@
 // The tokens of the sequence as a wrapped strip of cells, coloured by what
 // one policy's cache did with each token in one layer × KV head: sink,
 // window, kept by score, held, evicted, not read yet. Hover shows the token,
-// its position, status, score, rank and the cut-off score of the decision.
+// its position, status, score, rank and the cut-off score of the decision,
+// and says which token is under the mouse (the comparison view marks it in
+// every column).
 #include <QWidget>
 #include <memory>
 
@@ -26,14 +28,22 @@ public:
     // Rings drawn over the cells a lesson step points at (widgets/highlight.h).
     void setHighlight(const Highlight& h);
     const Highlight& highlight() const { return m_highlight; }
+    // The token marked as under the mouse (here or in another column), -1 for none.
+    void setHoverToken(int index);
+    int hoverToken() const { return m_hover; }
 
     bool hasHeightForWidth() const override { return true; }
     int heightForWidth(int width) const override;
     QSize sizeHint() const override;
 
+Q_SIGNALS:
+    void tokenHovered(int index);  // -1 when the mouse leaves the cells
+
 protected:
     void paintEvent(QPaintEvent*) override;
     bool event(QEvent* e) override;
+    void mouseMoveEvent(QMouseEvent* e) override;
+    void leaveEvent(QEvent* e) override;
 
 private:
     int pitchFor(int width) const;
@@ -45,6 +55,7 @@ private:
     int m_policy = 0;
     int64_t m_layer = 0, m_kvHead = 0;
     Highlight m_highlight;
+    int m_hover = -1;
 };
 
 }  // namespace kvlens::ui

@@ -1,5 +1,5 @@
 // kvlens: the GUI. With no arguments it opens the bundled model and runs an
-// example; --sweep FILE opens a sweep in the Sweep and Needle docks; --screenshot FILE saves the window once the example has run
+// example; --open FILE opens a session file and --sweep FILE a sweep once the model is in; --screenshot FILE saves the window once the example has run
 // (documentation screenshots under QT_QPA_PLATFORM=offscreen), and exits 1
 // saying why when the model cannot load, the run fails or FILE cannot be
 // written.
@@ -10,6 +10,7 @@
 #include <QTimer>
 #include <cstdio>
 
+#include "app/gui/file_actions.h"
 #include "app/gui/lesson_actions.h"
 #include "app/gui/main_window.h"
 #include "widgets/lesson_panel.h"
@@ -49,6 +50,10 @@ int main(int argc, char** argv) {
                              QStringLiteral("open a sweep file or a merged sweep (kvlens-cli sweep) in the Sweep and "
                                             "Needle docks"),
                              QStringLiteral("FILE"));
+    // Not --session: QGuiApplication takes that for X11 session management.
+    QCommandLineOption session(QStringLiteral("open"),
+                               QStringLiteral("open a session file (.kvlens.json) once the model is in"),
+                               QStringLiteral("FILE"));
     QCommandLineOption lesson(QStringLiteral("lesson"),
                               QStringLiteral("open a lesson (a .kvlens-lesson.json file, or the name of a shipped one "
                                              "such as 01-attention-sinks)"),
@@ -62,6 +67,7 @@ int main(int argc, char** argv) {
     cli.addOption(model);
     cli.addOption(prompt);
     cli.addOption(sweep);
+    cli.addOption(session);
     cli.addOption(lesson);
     cli.addOption(lessonStep);
     cli.addOption(reveal);
@@ -76,25 +82,33 @@ int main(int argc, char** argv) {
         if (!error.isEmpty()) std::fprintf(stderr, "kvlens: %s\n", qPrintable(error));
     }
     if (cli.isSet(presenter)) window.setPresenter(true);
-    // The lesson opens once the model is in (its first step may name another).
-    bool waitForLesson = cli.isSet(lesson);
-    if (waitForLesson) {
-        QString file = cli.value(lesson);
-        if (!QFileInfo::exists(file))
+    // A session or a lesson opens once the model is in (it may name another);
+    // a screenshot waits for its run.
+    bool waitForFile = cli.isSet(lesson) || cli.isSet(session);
+    if (waitForFile) {
+        QString file = cli.value(cli.isSet(lesson) ? lesson : session);
+        if (cli.isSet(lesson) && !QFileInfo::exists(file))
             for (const QString& shipped : kvlens::gui::LessonActions::shippedLessons())
                 if (QFileInfo(shipped).fileName().startsWith(file + QStringLiteral("."))) file = shipped;
+        const bool isLesson = cli.isSet(lesson);
         const int step = cli.value(lessonStep).toInt() - 1;
         const bool revealNow = cli.isSet(reveal);
+        const bool screenshot = cli.isSet(shot);
         auto connection = std::make_shared<QMetaObject::Connection>();
         *connection = QObject::connect(window.controller(), &kvlens::gui::Controller::modelLoaded, &window,
-                                       [&window, &waitForLesson, file, step, revealNow, connection] {
+                                       [&window, &waitForFile, file, isLesson, step, revealNow, screenshot, connection] {
             QObject::disconnect(*connection);
-            QTimer::singleShot(0, &window, [&window, &waitForLesson, file, step, revealNow] {
+            QTimer::singleShot(0, &window, [&window, &waitForFile, file, isLesson, step, revealNow, screenshot] {
+                waitForFile = false;
+                if (!isLesson) {  // why is said in the window; a screenshot of the wrong state is not taken
+                    if (!window.files()->openSession(file) && screenshot)
+                        finish(1, QStringLiteral("cannot open the session %1").arg(file));
+                    return;
+                }
                 QString error = window.lessons()->openLesson(file);
                 if (error.isEmpty() && step > 0) error = window.lessons()->goTo(step);
                 if (error.isEmpty() && revealNow) window.lessonPanel()->reveal();
                 if (!error.isEmpty()) finish(1, QStringLiteral("cannot open the lesson: %1").arg(error));
-                waitForLesson = false;
             });
         });
     }
@@ -102,8 +116,8 @@ int main(int argc, char** argv) {
         using kvlens::gui::Controller;
         const QString file = cli.value(shot);
         window.resize(1400, 900);
-        QObject::connect(window.controller(), &Controller::runFinished, &window, [&window, &waitForLesson, file] {
-            if (waitForLesson || window.controller()->busy()) return;  // the lesson's own run is the one to show
+        QObject::connect(window.controller(), &Controller::runFinished, &window, [&window, &waitForFile, file] {
+            if (waitForFile || window.controller()->busy()) return;  // the lesson's own run is the one to show
             // One more turn of the event loop so that queued replots land.
             QTimer::singleShot(500, &window, [&window, file] {
                 const QPixmap pixels = window.grab();

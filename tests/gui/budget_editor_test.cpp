@@ -122,6 +122,14 @@ private Q_SLOTS:
         bars.setHeadHeld({{80, 48}, {40, 88}});
         const QImage perHead = bars.grab().toImage();
         QVERIFY(plain != perHead);
+        // A layer's value then stands over its own bar, clear of its heads' numbers:
+        // three digits fit a column of this width, not the bar beside the heads.
+        bars.resize(90, 200);
+        bars.setHeadHeld({});
+        bars.setBudgets({100, 100});
+        QVERIFY(bars.valueFits(0));
+        bars.setHeadHeld({{80, 48}, {40, 88}});
+        QVERIFY(!bars.valueFits(0));
     }
 
     // Issue 21 item 15: at 2, 30 and 80 layers no layer label or value is

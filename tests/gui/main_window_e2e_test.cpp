@@ -6,7 +6,10 @@
 // The real `kvlens` binary: killed and restarted it leaves its autosave
 // alone while the restore question is open, and --screenshot exits 1 saying
 // why when the model cannot load or the file cannot be written.
+#include <QDockWidget>
 #include <QImage>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -165,6 +168,33 @@ private Q_SLOTS:
         w.controller()->setPolicies(policies);
         QVERIFY(finished.wait(120000));
         QCOMPARE(report(), size_t{6});
+    }
+
+    // Full + 8 policies: the columns scroll inside the comparison view; the
+    // window keeps its size and the Metrics dock stays whole.
+    void eightPoliciesScrollInsideTheWindow() {
+        MainWindow w;
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        w.start(QString());
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        std::vector<PolicyConfig> policies;
+        for (const char* id : {"streaming", "h2o", "snapkv", "tova", "pyramidkv", "adakv", "window", "andpro"})
+            policies.push_back(parsePolicySpec(id));
+        w.policyList()->setPolicies(policies);
+        w.controller()->setPolicies(policies);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.comparison()->columnCount() == 9, 60000);
+        QTest::qWait(100);
+        QVERIFY2(w.minimumSizeHint().width() <= 1400, qPrintable(QString::number(w.minimumSizeHint().width())));
+        QCOMPARE(w.width(), 1400);
+        QVERIFY(w.comparison()->scrollArea()->horizontalScrollBar()->maximum() > 0);
+        const auto* metrics = w.findChild<QDockWidget*>(QStringLiteral("metrics"));
+        QVERIFY(metrics && metrics->isVisible());
+        QVERIFY(metrics->geometry().right() < w.width());
+        QVERIFY(metrics->width() >= 300);
+        for (int i = 0; i < w.comparison()->columnCount(); ++i)
+            QCOMPARE(w.comparison()->column(i)->width(), w.comparison()->columnWidth());
     }
 
     // Past max_position_embeddings (32 here) a run warns and runs; past 4×

@@ -99,6 +99,24 @@ private Q_SLOTS:
             QCOMPARE(ticker->ticks().value(1.0), QStringLiteral("h2o:gqa=max,recen") + QChar(0x2026));
             panel.setTrace(test::makeTrace(12));
         }
+        {
+            // Nine runs in a narrow panel: every label is drawn, the last one too
+            // (QCustomPlot drops a label that would cross the widget's edge).
+            auto t = test::makeTrace(12);
+            for (int i = 0; i < 7; ++i) t->policies.push_back(t->policies[1]);
+            t->policies.back().label = "andpro";
+            panel.setTrace(t);
+            QCustomPlot* plot = panel.memoryPlot();
+            const QImage img = plot->toPixmap(180, 300).toImage();
+            const int x = static_cast<int>(plot->xAxis->coordToPixel(8.0));
+            const int y = plot->axisRect()->bottom();
+            int ink = 0;  // dark label pixels right of and below the last tick
+            for (int yy = y + 4; yy < std::min(img.height(), y + 40); ++yy)
+                for (int xx = x - 2; xx < std::min(img.width(), x + 30); ++xx)
+                    if (img.pixelColor(xx, yy).lightness() < 100) ++ink;
+            QVERIFY2(ink > 10, qPrintable(QString::number(ink)));
+            panel.setTrace(test::makeTrace(12));
+        }
         const QString html = panel.outputHtml();
         QVERIFY(html.contains("tok5"));
         QVERIFY(html.contains("tok7"));
