@@ -18,7 +18,7 @@ namespace kvlens::ui {
 namespace {
 
 // Sizes in points.
-constexpr double kTitlePt = 9, kLabelPt = 6.5, kTickPt = 6.5, kCaptionPt = 7;
+constexpr double kTitlePt = 9, kLabelPt = kFigureTextPt, kTickPt = kFigureTextPt, kCaptionPt = 7;
 constexpr double kTitleH = 22;
 constexpr double kMapSide = 360;
 constexpr double kMaxLabelW = 64;
@@ -432,6 +432,18 @@ void paintGridFigure(QPainter& p, const QRectF& area, const std::vector<FigureVi
                    panels.empty() ? ColourScale::Power : panels.front().scale);
     paintEvictedKey(p, QPointF(barX, area.top() + kTitleH + kPanelTitleH + barH + 8));
     p.restore();
+}
+
+FigurePainter withTextSize(FigurePainter paint, double textPt) {
+    const double k = textPt > 0 ? textPt / kFigureTextPt : 1.0;
+    if (k == 1.0) return paint;
+    return [paint = std::move(paint), k](QPainter& p, const QRectF& area) {
+        p.save();
+        p.translate(area.topLeft());
+        p.scale(k, k);
+        paint(p, QRectF(0, 0, area.width() / k, area.height() / k));
+        p.restore();
+    };
 }
 
 bool isFigureFile(const QString& file) {

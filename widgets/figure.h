@@ -52,6 +52,13 @@ void paintGridFigure(QPainter& p, const QRectF& area, const std::vector<FigureVi
                      const QString& title);
 
 using FigurePainter = std::function<void(QPainter&, const QRectF&)>;
+// The size of a figure's axis and tick text; titles and captions keep their
+// proportion to it.
+constexpr double kFigureTextPt = 6.5;
+// `paint` with its text at textPt instead of kFigureTextPt: the figure is laid
+// out in an area scaled by kFigureTextPt / textPt and drawn scaled back, so
+// the output keeps its size and larger text leaves less room to the map.
+FigurePainter withTextSize(FigurePainter paint, double textPt);
 // Writes FILE.png (size × scale pixels, 72·scale dpi), FILE.svg or FILE.pdf
 // (vector, size in points) by the suffix, through saveThrough() (a temporary
 // file renamed into place: a failed write leaves the old file as it was).

@@ -1,16 +1,12 @@
 #include "app/gui/file_actions.h"
 
 #include <QAction>
-#include <QComboBox>
 #include <QDateTime>
 #include <QDialog>
-#include <QDialogButtonBox>
 #include <QDir>
-#include <QDoubleSpinBox>
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QFormLayout>
 #include <QInputDialog>
 #include <QMenu>
 #include <QMessageBox>
@@ -42,47 +38,6 @@ QString workshopTitle(const QFileInfo& f) {
     static const QRegularExpression numbered(QStringLiteral("^\\d+-(.*)\\.kvlens\\.json$"));
     const QRegularExpressionMatch m = numbered.match(name);
     return m.hasMatch() ? m.captured(1).replace(u'-', u' ') : name;
-}
-
-// Which run and what to draw, and (for PNG) the scale: asked before the file.
-struct FigureChoice {
-    int run = 1;
-    bool status = false;
-    double scale = 2.0;
-};
-
-bool askFigure(QWidget* parent, const Trace& t, int defaultRun, double defaultScale, bool data, FigureChoice* out,
-               QString* table) {
-    QDialog d(parent);
-    d.setWindowTitle(data ? QObject::tr("Export data") : QObject::tr("Export figure"));
-    auto* form = new QFormLayout(&d);
-    auto* run = new QComboBox(&d);
-    for (const auto& p : t.policies) run->addItem(QString::fromStdString(p.label));
-    if (!data) run->addItem(QObject::tr("every run (one grid)"));
-    run->setCurrentIndex(std::clamp(defaultRun, 0, run->count() - 1));
-    form->addRow(QObject::tr("run"), run);
-    auto* what = new QComboBox(&d);
-    if (data)
-        for (const char* name : kTables) what->addItem(QString::fromLatin1(name));
-    else
-        what->addItems({QObject::tr("attention heatmap"), QObject::tr("token status (every run)")});
-    form->addRow(data ? QObject::tr("table") : QObject::tr("figure"), what);
-    auto* scale = new QDoubleSpinBox(&d);
-    scale->setRange(0.5, 8);
-    scale->setSingleStep(0.5);
-    scale->setValue(defaultScale);
-    scale->setToolTip(QObject::tr("PNG pixels per point (2 = 144 dpi); SVG and PDF are vector"));
-    if (!data) form->addRow(QObject::tr("PNG scale"), scale);
-    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &d);
-    form->addRow(buttons);
-    QObject::connect(buttons, &QDialogButtonBox::accepted, &d, &QDialog::accept);
-    QObject::connect(buttons, &QDialogButtonBox::rejected, &d, &QDialog::reject);
-    if (d.exec() != QDialog::Accepted) return false;
-    out->run = run->currentIndex() >= static_cast<int>(t.policies.size()) ? -1 : run->currentIndex();
-    out->status = what->currentIndex() == 1;
-    out->scale = scale->value();
-    if (table) *table = what->currentText();
-    return true;
 }
 
 QString modelName(const std::string& dir) { return QDir(QString::fromStdString(dir)).dirName(); }
@@ -142,10 +97,12 @@ void FileActions::addActions(QMenu* file) {
         if (!f.isEmpty()) saveSession(f);
     });
     file->addSeparator();
-    add(tr("&Export figure…"), QKeySequence(QStringLiteral("Ctrl+Shift+E")), [this] { chooseExportFigure(); });
-    add(tr("Export &data…"), QKeySequence(), [this] { chooseExportData(); });
-    add(tr("Export &all runs…"), QKeySequence(), [this] { chooseExportAll(); });
-    add(tr("Export every &layer × head…"), QKeySequence(), [this] { chooseExportLayersHeads(); });
+    // One dialog behind each: it starts on a figure or on data, on the view,
+    // every run or every layer × head, and any of them can be changed there.
+    add(tr("&Export figure…"), QKeySequence(QStringLiteral("Ctrl+Shift+E")), [this] { chooseExport(ui::ExportScope::View, false); });
+    add(tr("Export &data…"), QKeySequence(), [this] { chooseExport(ui::ExportScope::View, true); });
+    add(tr("Export &all runs…"), QKeySequence(), [this] { chooseExport(ui::ExportScope::EveryRun, false); });
+    add(tr("Export every &layer × head…"), QKeySequence(), [this] { chooseExport(ui::ExportScope::EveryLayerHead, false); });
     add(tr("Export &needle grid…"), QKeySequence(), [this] { chooseExportNeedle(); });
     add(tr("Export &metrics plots…"), QKeySequence(), [this] { chooseExportMetrics(); });
 }
@@ -364,58 +321,97 @@ QString FileActions::describedName(int run) const {
                                                         v.layer, v.head));
 }
 
-QString FileActions::exportFigure(const QString& file, double scale, int run, bool status) const {
+FileActions::FigureJob FileActions::figureJob(int run, bool status) const {
     const ui::FigureView v = figureView(std::max(0, run));
-    if (!v.trace) return tr("nothing to export yet: no run has finished");
-    if (run >= static_cast<int>(v.trace->policies.size())) return tr("no run %1 in the trace").arg(run);
     if (status)
-        return ui::writeFigure(file, ui::statusFigureSize(v), scale,
-                               [&v](QPainter& p, const QRectF& a) { ui::paintStatusFigure(p, a, v); }, ui::figureTitle(v));
+        return {ui::statusFigureSize(v), [v](QPainter& p, const QRectF& a) { ui::paintStatusFigure(p, a, v); },
+                ui::figureTitle(v)};
     if (run >= 0)
-        return ui::writeFigure(file, ui::attentionFigureSize(v), scale,
-                               [&v](QPainter& p, const QRectF& a) { ui::paintAttentionFigure(p, a, v); },
-                               ui::figureTitle(v));
+        return {ui::attentionFigureSize(v), [v](QPainter& p, const QRectF& a) { ui::paintAttentionFigure(p, a, v); },
+                ui::figureTitle(v)};
     std::vector<ui::FigureView> panels;
     for (int i = 0; i < static_cast<int>(v.trace->policies.size()); ++i) {
         panels.push_back(v);
         panels.back().policy = i;
     }
     const QString title = tr("%1 · step %2 · layer %3 · head %4").arg(v.model).arg(v.trace->step).arg(v.layer).arg(v.head);
-    return ui::writeFigure(file, ui::gridFigureSize(static_cast<int>(panels.size()), static_cast<int>(panels.size())),
-                           scale,
-                           [&](QPainter& p, const QRectF& a) {
-                               ui::paintGridFigure(p, a, panels, static_cast<int>(panels.size()), title);
-                           },
-                           title);
+    const int n = static_cast<int>(panels.size());
+    return {ui::gridFigureSize(n, n),
+            [panels, n, title](QPainter& p, const QRectF& a) { ui::paintGridFigure(p, a, panels, n, title); }, title};
+}
+
+QString FileActions::exportFigure(const QString& file, double scale, int run, bool status, const QSizeF& size,
+                                  double textPt) const {
+    const auto trace = m_window->controller()->shownTrace();
+    if (!trace) return tr("nothing to export yet: no run has finished");
+    if (run >= static_cast<int>(trace->policies.size())) return tr("no run %1 in the trace").arg(run);
+    const FigureJob job = figureJob(run, status);
+    return ui::writeFigure(file, size.isEmpty() ? job.size : size, scale, ui::withTextSize(job.paint, textPt), job.title);
+}
+
+namespace {
+
+// What a data export of `table` writes as text (CSV or JSON), or throws.
+std::string dataText(const Trace& t, ExportTable table, const ExportSelection& sel, const QString& suffix) {
+    if (suffix == QLatin1String("csv")) return exportCsv(t, table, sel);
+    return exportJson(t, table, sel).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+ExportSelection FileActions::dataSelection(int run) const {
+    const auto trace = m_window->controller()->shownTrace();
+    const int64_t group = trace->numHeads / std::max<int64_t>(1, trace->numKvHeads);
+    return {static_cast<size_t>(std::max(0, run)), m_window->comparison()->selectedLayer(),
+            m_window->comparison()->selectedHead() / std::max<int64_t>(1, group)};
 }
 
 QString FileActions::exportData(const QString& file, ExportTable table, int run) const {
-    const ui::FigureView v = figureView(run);
-    if (!v.trace) return tr("nothing to export yet: no run has finished");
+    const auto trace = m_window->controller()->shownTrace();
+    if (!trace) return tr("nothing to export yet: no run has finished");
     const QString suffix = QFileInfo(file).suffix().toLower();
-    const int64_t group = v.trace->numHeads / std::max<int64_t>(1, v.trace->numKvHeads);
-    const ExportSelection sel{static_cast<size_t>(std::max(0, run)), v.layer, v.head / std::max<int64_t>(1, group)};
+    const ExportSelection sel = dataSelection(run);
     try {
         if (suffix == QLatin1String("npy")) {
             if (table != ExportTable::Attention) return tr("an .npy file holds the attention matrix");
-            writeAttentionNpy(file.toStdString(), *v.trace, sel.policy);
+            writeAttentionNpy(file.toStdString(), *trace, sel.policy);
             return {};
         }
-        std::string text;
-        if (suffix == QLatin1String("csv"))
-            text = exportCsv(*v.trace, table, sel);
-        else if (suffix == QLatin1String("json"))
-            text = exportJson(*v.trace, table, sel).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-        else
+        if (suffix != QLatin1String("csv") && suffix != QLatin1String("json"))
             return tr("%1: data is .csv, .json or .npy").arg(file);
-        writeFileAtomically(file.toStdString(), text);
+        writeFileAtomically(file.toStdString(), dataText(*trace, table, sel, suffix));
     } catch (const std::exception& e) {
         return QString::fromStdString(e.what());
     }
     return {};
 }
 
-QString FileActions::exportAll(const QString& folder, const QString& format, QStringList* written) const {
+QString FileActions::dataPreview(ExportTable table, int run, const QString& format, int lines) const {
+    const auto trace = m_window->controller()->shownTrace();
+    if (!trace) return tr("nothing to export yet: no run has finished");
+    const QString suffix = format.toLower();
+    if (suffix == QLatin1String("npy")) {
+        if (table != ExportTable::Attention) return tr("an .npy file holds the attention matrix: choose “attention”");
+        const auto n = trace->attention.size() > static_cast<size_t>(std::max(0, run))
+                           ? trace->attention[static_cast<size_t>(std::max(0, run))].size
+                           : 0;
+        return tr("NumPy .npy: the captured attention matrix, %1 × %1 float32 (queries × keys);\n"
+                  "NaN where the run did not hold the key, -1 after the query (causal)")
+            .arg(n);
+    }
+    try {
+        const QString text = QString::fromStdString(dataText(*trace, table, dataSelection(run), suffix));
+        QStringList all = text.split(QLatin1Char('\n'));
+        const bool more = all.size() > lines;
+        if (more) all = all.mid(0, lines);
+        return all.join(QLatin1Char('\n')) + (more ? tr("\n… (%1 lines in all)").arg(text.count(QLatin1Char('\n'))) : QString());
+    } catch (const std::exception& e) {
+        return QString::fromStdString(e.what());
+    }
+}
+
+QString FileActions::exportAll(const QString& folder, const QString& format, QStringList* written, const QSizeF& size,
+                               double textPt) const {
     const auto trace = m_window->controller()->shownTrace();
     if (!trace) return tr("nothing to export yet: no run has finished");
     if (!QDir().mkpath(folder)) return tr("cannot create the folder %1").arg(folder);
@@ -428,13 +424,14 @@ QString FileActions::exportAll(const QString& folder, const QString& format, QSt
     for (int r = 0; r < static_cast<int>(trace->policies.size()); ++r) {
         const QString file = QDir(folder).filePath(
             QString::fromStdString(exportFileName(names[static_cast<size_t>(r)], layer, head, ext)));
-        const QString error = figure ? exportFigure(file, scale, r) : exportData(file, ExportTable::Attention, r);
+        const QString error =
+            figure ? exportFigure(file, scale, r, false, size, textPt) : exportData(file, ExportTable::Attention, r);
         if (!error.isEmpty()) return error;
         if (written) *written << file;
     }
     if (!figure) return {};
     const QString grid = QDir(folder).filePath(QStringLiteral("grid.") + fmt);
-    const QString error = exportFigure(grid, scale, -1);
+    const QString error = exportFigure(grid, scale, -1, false, {}, textPt);  // the grid keeps its own size
     if (error.isEmpty() && written) *written << grid;
     return error;
 }
@@ -457,7 +454,8 @@ QString FileActions::exportNeedle(const QString& file, double scale) const {
     return ui::writeNeedleFigure(file, *view, scale, modelName(m_window->controller()->model().directory));
 }
 
-void FileActions::exportLayersHeads(const QString& folder, const QString& format, int run, bool allHeads) {
+void FileActions::exportLayersHeads(const QString& folder, const QString& format, int run, bool allHeads,
+                                    const QSizeF& size, double textPt) {
     const auto trace = m_window->controller()->shownTrace();
     if (!trace) return Q_EMIT exportFinished(tr("nothing to export yet: no run has finished"), {});
     if (run < 0 || run >= static_cast<int>(trace->policies.size()))
@@ -472,6 +470,8 @@ void FileActions::exportLayersHeads(const QString& folder, const QString& format
     m_capture.folder = folder;
     m_capture.format = format.startsWith(QLatin1Char('.')) ? format.mid(1).toLower() : format.toLower();
     m_capture.run = run;
+    m_capture.size = size;
+    m_capture.textPt = textPt;
     m_capture.columns = allHeads ? static_cast<int>(trace->numHeads) : static_cast<int>(trace->numLayers);
     m_capture.id = m_window->controller()->runCaptures(pairs, m_window->controller()->shownStep());
 }
@@ -487,8 +487,11 @@ void FileActions::acceptCapture(quint64 id, qint64 layer, qint64 head, const std
         exportFileName(exportRunNames(*trace)[static_cast<size_t>(m_capture.run)], layer, head, ext)));
     QString error;
     if (ui::isFigureFile(file)) {
-        error = ui::writeFigure(file, ui::attentionFigureSize(v), m_settings.exportScale.get(),
-                                [&v](QPainter& p, const QRectF& a) { ui::paintAttentionFigure(p, a, v); }, ui::figureTitle(v));
+        error = ui::writeFigure(file, m_capture.size.isEmpty() ? ui::attentionFigureSize(v) : m_capture.size,
+                                m_settings.exportScale.get(),
+                                ui::withTextSize([&v](QPainter& p, const QRectF& a) { ui::paintAttentionFigure(p, a, v); },
+                                                 m_capture.textPt),
+                                ui::figureTitle(v));
     } else {
         try {
             if (m_capture.format == QLatin1String("npy")) {
@@ -522,7 +525,9 @@ void FileActions::finishCaptures(quint64 id, const QString& error) {
                                   .arg(v.trace->step);
         c.error = ui::writeFigure(grid, ui::gridFigureSize(static_cast<int>(c.panels.size()), c.columns),
                                   m_settings.exportScale.get(),
-                                  [&](QPainter& p, const QRectF& a) { ui::paintGridFigure(p, a, c.panels, c.columns, title); },
+                                  ui::withTextSize([&](QPainter& p, const QRectF& a) {
+                                      ui::paintGridFigure(p, a, c.panels, c.columns, title);
+                                  }, c.textPt),
                                   title);
         if (c.error.isEmpty()) c.written << grid;
     }
@@ -531,78 +536,67 @@ void FileActions::finishCaptures(quint64 id, const QString& error) {
     Q_EMIT exportFinished(c.error, c.written);
 }
 
-void FileActions::chooseExportLayersHeads() {
+std::optional<ui::ExportDialog::Source> FileActions::exportSource() const {
     const auto trace = m_window->controller()->shownTrace();
-    if (!trace) return report(tr("Export"), tr("Nothing to export yet: no run has finished."));
-    QStringList runs;
-    for (const auto& p : trace->policies) runs << QString::fromStdString(p.label);
-    bool ok = false;
-    const QString run = QInputDialog::getItem(m_window, tr("Export every layer × head"), tr("run"), runs,
-                                              runs.size() > 1 ? 1 : 0, false, &ok);
-    if (!ok) return;
-    const QString format = QInputDialog::getItem(m_window, tr("Export every layer × head"), tr("format"),
-                                                 {QStringLiteral("png"), QStringLiteral("svg"), QStringLiteral("pdf"),
-                                                  QStringLiteral("csv"), QStringLiteral("json"), QStringLiteral("npy")},
-                                                 0, false, &ok);
-    if (!ok) return;
-    const QString folder = QFileDialog::getExistingDirectory(m_window, tr("Export into"), defaultFolder());
-    if (folder.isEmpty()) return;
-    m_window->statusBar()->showMessage(tr("Running every layer × head…"));
-    exportLayersHeads(folder, format, static_cast<int>(runs.indexOf(run)), true);
+    if (!trace) return std::nullopt;
+    ui::ExportDialog::Source s;
+    for (const auto& p : trace->policies) s.runs << QString::fromStdString(p.label);
+    for (const char* name : kTables) s.tables << QString::fromLatin1(name);
+    s.folder = defaultFolder();
+    s.naturalSize = [this](int run, int content) { return figureJob(run, content == 1).size; };
+    s.paint = [this](QPainter& p, const QRectF& a, int run, int content) { figureJob(run, content == 1).paint(p, a); };
+    s.dataPreview = [this](int run, int table, const QString& format) {
+        return dataPreview(parseExportTable(kTables[std::clamp(table, 0, static_cast<int>(std::size(kTables)) - 1)]), run,
+                           format);
+    };
+    s.defaultName = [this](int run, int content, bool figure) {
+        const QString base = describedName(run);
+        if (figure) return content == 1 ? base + QStringLiteral("_status") : base;
+        return base + QLatin1Char('_') + QString::fromLatin1(kTables[std::clamp(content, 0, static_cast<int>(std::size(kTables)) - 1)]);
+    };
+    return s;
 }
 
-void FileActions::chooseExportFigure() {
-    const auto trace = m_window->controller()->shownTrace();
-    if (!trace) return report(tr("Export figure"), tr("Nothing to export yet: no run has finished."));
-    FigureChoice c;
-    if (!askFigure(m_window, *trace, trace->policies.size() > 1 ? 1 : 0, m_settings.exportScale.get(), false, &c, nullptr))
-        return;
-    m_settings.exportScale.set(c.scale);
-    const QString f = QFileDialog::getSaveFileName(m_window, tr("Export figure"),
-                                                   defaultFolder() + QStringLiteral("/") + describedName(c.run) +
-                                                       (c.status ? QStringLiteral("_status") : QString()) + QStringLiteral(".png"),
-                                                   tr("PNG image (*.png);;SVG vector image (*.svg);;PDF document (*.pdf)"));
-    if (f.isEmpty()) return;
-    const QString error = exportFigure(f, c.scale, c.run, c.status);
-    if (!error.isEmpty()) return report(tr("Cannot export the figure"), error);
-    m_settings.exportFolder.set(QFileInfo(f).absolutePath());
-    m_window->statusBar()->showMessage(tr("Wrote %1").arg(f), 5000);
-}
-
-void FileActions::chooseExportData() {
-    const auto trace = m_window->controller()->shownTrace();
-    if (!trace) return report(tr("Export data"), tr("Nothing to export yet: no run has finished."));
-    FigureChoice c;
-    QString table;
-    if (!askFigure(m_window, *trace, trace->policies.size() > 1 ? 1 : 0, 2.0, true, &c, &table)) return;
-    const QString f = QFileDialog::getSaveFileName(m_window, tr("Export data"),
-                                                   defaultFolder() + QStringLiteral("/") + describedName(c.run) +
-                                                       QStringLiteral("_") + table + QStringLiteral(".csv"),
-                                                   tr("CSV (*.csv);;JSON (*.json);;NumPy array (*.npy)"));
-    if (f.isEmpty()) return;
+QString FileActions::runExport(const ui::ExportChoice& c) {
+    if (c.path.isEmpty()) return tr("no file or folder to export to");
+    if (c.isFigure()) m_settings.exportScale.set(c.pngScale());
     QString error;
-    try {
-        error = exportData(f, parseExportTable(table.toStdString()), c.run);
-    } catch (const std::exception& e) {
-        error = QString::fromStdString(e.what());
+    switch (c.scope) {
+        case ui::ExportScope::View:
+            error = c.isFigure() ? exportFigure(c.path, c.pngScale(), c.run, c.content == 1, c.size, c.textPt)
+                                 : exportData(c.path, parseExportTable(kTables[std::clamp(c.content, 0, 4)]), c.run);
+            if (error.isEmpty()) {
+                m_settings.exportFolder.set(QFileInfo(c.path).absolutePath());
+                m_window->statusBar()->showMessage(tr("Wrote %1").arg(c.path), 5000);
+            }
+            return error;
+        case ui::ExportScope::EveryRun: {
+            QStringList written;
+            error = exportAll(c.path, c.format, &written, c.size, c.textPt);
+            if (error.isEmpty())
+                m_window->statusBar()->showMessage(tr("Wrote %1 files into %2").arg(written.size()).arg(c.path), 5000);
+            return error;
+        }
+        case ui::ExportScope::EveryLayerHead:
+            m_window->statusBar()->showMessage(tr("Running every layer × head…"));
+            exportLayersHeads(c.path, c.format, std::max(0, c.run), true, c.size, c.textPt);
+            return {};
     }
-    if (!error.isEmpty()) return report(tr("Cannot export the data"), error);
-    m_window->statusBar()->showMessage(tr("Wrote %1").arg(f), 5000);
+    return {};
 }
 
-void FileActions::chooseExportAll() {
-    bool ok = false;
-    const QString format = QInputDialog::getItem(m_window, tr("Export all runs"), tr("format"),
-                                                 {QStringLiteral("png"), QStringLiteral("svg"), QStringLiteral("pdf"),
-                                                  QStringLiteral("csv"), QStringLiteral("json"), QStringLiteral("npy")},
-                                                 0, false, &ok);
-    if (!ok) return;
-    const QString folder = QFileDialog::getExistingDirectory(m_window, tr("Export all runs into"), defaultFolder());
-    if (folder.isEmpty()) return;
-    QStringList written;
-    const QString error = exportAll(folder, format, &written);
-    if (!error.isEmpty()) return report(tr("Cannot export"), error);
-    m_window->statusBar()->showMessage(tr("Wrote %1 files into %2").arg(written.size()).arg(folder), 5000);
+void FileActions::chooseExport(ui::ExportScope scope, bool data) {
+    std::optional<ui::ExportDialog::Source> source = exportSource();
+    if (!source) return report(tr("Export"), tr("Nothing to export yet: no run has finished."));
+    ui::ExportChoice initial;
+    initial.scope = scope;
+    initial.format = data ? QStringLiteral("csv") : QStringLiteral("png");
+    initial.run = source->runs.size() > 1 ? 1 : 0;
+    initial.dpi = m_settings.exportScale.get() * 72.0;
+    ui::ExportDialog dialog(std::move(*source), initial, m_window);
+    if (dialog.exec() != QDialog::Accepted) return;
+    const QString error = runExport(dialog.choice());
+    if (!error.isEmpty()) report(tr("Cannot export"), error);
 }
 
 void FileActions::chooseExportNeedle() {

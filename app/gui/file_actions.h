@@ -6,6 +6,7 @@
 // Messages go through a reporter that tests replace; the default shows a
 // non-modal message box, so nothing blocks and nothing is lost.
 #include <QObject>
+#include <QSizeF>
 #include <QString>
 #include <QStringList>
 #include <QTimer>
@@ -16,6 +17,7 @@
 #include "app/gui/setting_value.h"
 #include "core/io/export_data.h"
 #include "core/io/session_file.h"
+#include "widgets/export_dialog.h"
 #include "widgets/figure.h"
 
 class QMenu;
@@ -70,11 +72,22 @@ public:
 
     // Exports of the shown trace; an empty string on success, otherwise why not.
     // `run`: a policy index of the trace (0 = full); -1: every run in one grid.
-    QString exportFigure(const QString& file, double scale, int run, bool status = false) const;
+    // `size` (points; empty: the figure's own) and `textPt` (0: its own) as
+    // the export dialog sets them.
+    QString exportFigure(const QString& file, double scale, int run, bool status = false, const QSizeF& size = {},
+                         double textPt = 0) const;
     QString exportData(const QString& file, ExportTable table, int run) const;
+    // What exportData would write, its first `lines` lines (the dialog's preview).
+    QString dataPreview(ExportTable table, int run, const QString& format, int lines = 30) const;
     // Every run at the selected layer/head, one file each (RUN_LLL_HHH.FMT,
     // as kvlens-cli names them) plus grid.FMT for figure formats.
-    QString exportAll(const QString& folder, const QString& format, QStringList* written = nullptr) const;
+    QString exportAll(const QString& folder, const QString& format, QStringList* written = nullptr,
+                      const QSizeF& size = {}, double textPt = 0) const;
+    // The export dialog's source for the shown trace (null without one), and
+    // the export a dialog's choice asks for: written at once, or (every
+    // layer × head) started, its end in exportFinished.
+    std::optional<ui::ExportDialog::Source> exportSource() const;
+    QString runExport(const ui::ExportChoice& choice);
     QString exportNeedle(const QString& file, double scale) const;
     // The default file name (no extension) the export dialogs offer for run
     // `run` at the selected layer and head: core/io/export_names.h's
@@ -84,7 +97,8 @@ public:
     // selected head, at the shown step: the worker re-runs the prompt once
     // per pair (a trace captures one), files are written as they arrive
     // (RUN_LLL_HHH.FMT and grid.FMT); exportFinished says when and how it ended.
-    void exportLayersHeads(const QString& folder, const QString& format, int run, bool allHeads);
+    void exportLayersHeads(const QString& folder, const QString& format, int run, bool allHeads,
+                           const QSizeF& size = {}, double textPt = 0);
 
     // Autosave: after every edit (debounced), atomically, to autosaveFile().
     // Never while the restore offer waits: the file is what it offers, so
@@ -120,9 +134,15 @@ private:
     void report(const QString& title, const QString& text) const;
     void addRecent(const QString& file);
     void rebuildRecent();
-    void chooseExportFigure();
-    void chooseExportData();
-    void chooseExportAll();
+    // The export dialog, starting on `scope` and a figure or data format.
+    void chooseExport(ui::ExportScope scope, bool data);
+    struct FigureJob {
+        QSizeF size;  // points
+        ui::FigurePainter paint;
+        QString title;
+    };
+    FigureJob figureJob(int run, bool status) const;  // of the shown trace, which must exist
+    ExportSelection dataSelection(int run) const;     // the run at the selected layer and KV head
     void chooseExportNeedle();
     void chooseExportMetrics();
     QString defaultFolder() const;
@@ -130,7 +150,6 @@ private:
     void setDocument(const QString& name, bool saved);  // after open / save / restore
     void openAsked(const QString& file, bool remember);  // a menu's open: maybeSave() first
 
-    void chooseExportLayersHeads();
     void acceptCapture(quint64 id, qint64 layer, qint64 head, const std::shared_ptr<const Trace>& trace);
     void finishCaptures(quint64 id, const QString& error);
 
@@ -138,6 +157,8 @@ private:
         quint64 id = 0;
         QString folder, format, error;
         int run = 0, columns = 0;
+        QSizeF size;
+        double textPt = 0;
         std::vector<ui::FigureView> panels;
         QStringList written;
     };

@@ -6,6 +6,9 @@
 // restore question waits nothing writes the autosave; a failed export says
 // why and leaves the old file.
 #include <QAbstractButton>
+#include <QAbstractSpinBox>
+#include <QDoubleSpinBox>
+#include <QLineEdit>
 #include <QDockWidget>
 #include <QImage>
 #include <QMessageBox>
@@ -35,6 +38,7 @@
 #include "gui_test_main.h"
 #include "trace_fixtures.h"
 #include "widgets/comparison_view.h"
+#include "widgets/export_dialog.h"
 #include "widgets/model_panel.h"
 #include "widgets/needle_panel.h"
 #include "widgets/prompt_editor.h"
@@ -129,6 +133,14 @@ bool startOnBundledModel(MainWindow& w, const QTemporaryDir& dir, Reported* repo
 QString writeText(const QString& file, const std::string& text) {
     std::ofstream(file.toStdString()) << text;
     return file;
+}
+
+// startOnBundledModel(), then exampleSession() opened and run.
+bool startOnExample(MainWindow& w, const QTemporaryDir& dir, Reported* reported) {
+    if (!startOnBundledModel(w, dir, reported)) return false;
+    if (!w.files()->openSession(writeText(dir.filePath(QStringLiteral("s.json")), sessionToJson(exampleSession()).dump())))
+        return false;
+    return QTest::qWaitFor([&w] { return complete(w) && w.controller()->lastRequest().layer == 2; }, 60000);
 }
 
 // An autosave left by a run that was killed: `session` in dir's autosave
@@ -457,13 +469,114 @@ private Q_SLOTS:
         QCOMPARE(w.controller()->history().back()->policies[1].layers[0].budget, int64_t{1});
     }
 
+    // Issue 21 item 13: one export dialog — run, what, format, size in mm or
+    // px, text size, resolution, the file — with a preview drawn as the file
+    // will be; nothing covers its fields; its choice writes that file.
+    void oneExportDialogWithAPreview() {
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        QVERIFY(startOnExample(w, dir, &reported));
+        auto source = w.files()->exportSource();
+        QVERIFY(source);
+        source->folder = dir.path();
+        ui::ExportChoice initial;
+        initial.run = 1;
+        ui::ExportDialog d(*source, initial, &w);
+        d.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&d));
+        // No field lies over another (a stray spin box covered the run once).
+        QList<QWidget*> fields;
+        for (QWidget* f : d.findChildren<QWidget*>())
+            if (f->isVisible() && (qobject_cast<QComboBox*>(f) || qobject_cast<QAbstractSpinBox*>(f) || qobject_cast<QLineEdit*>(f)))
+                fields << f;
+        QVERIFY(fields.size() >= 8);
+        for (QWidget* a : fields)
+            for (QWidget* b : fields)
+                if (a != b && !a->isAncestorOf(b) && !b->isAncestorOf(a))  // a spin box's own line edit
+                    QVERIFY2(!QRect(a->mapTo(&d, QPoint(0, 0)), a->size()).intersects(QRect(b->mapTo(&d, QPoint(0, 0)), b->size())),
+                             qPrintable(a->metaObject()->className() + QStringLiteral(" over ") + b->metaObject()->className()));
+        // The default name says what the file shows; the preview is the figure.
+        QVERIFY2(QFileInfo(d.pathEdit()->text()).fileName().startsWith(w.files()->describedName(1)), qPrintable(d.pathEdit()->text()));
+        QVERIFY(d.pathEdit()->text().endsWith(QStringLiteral(".png")));
+        const QImage before = d.previewImage();
+        QVERIFY(!before.isNull() && before.width() > 100);
+        QVERIFY(before.pixelColor(before.width() / 2, before.height() / 2) != QColor(Qt::white));
+        d.textBox()->setValue(13);
+        QVERIFY(d.previewImage() != before);  // larger text, drawn
+        // Size: the figure's own in mm; in px at 144 dpi, two pixels a point.
+        QCOMPARE(d.unitBox()->currentText(), QStringLiteral("mm"));
+        const QSizeF natural = d.choice().size;
+        QVERIFY(natural.width() > 100);
+        QCOMPARE(d.widthBox()->value(), std::round(natural.width() * 25.4 / 72 * 10) / 10);
+        d.unitBox()->setCurrentText(QStringLiteral("px"));
+        QCOMPARE(d.widthBox()->value(), std::round(natural.width() * 2));
+        d.unitBox()->setCurrentText(QStringLiteral("mm"));
+        d.widthBox()->setValue(80);
+        d.heightBox()->setValue(60);
+        d.dpiBox()->setValue(300);
+        const QString png = dir.filePath(QStringLiteral("fig.png"));
+        d.pathEdit()->setText(png);
+        Q_EMIT d.pathEdit()->textEdited(png);
+        QCOMPARE(w.files()->runExport(d.choice()), QString());
+        const QImage img(png);
+        QVERIFY(!img.isNull());
+        QVERIFY2(std::abs(img.width() - 945) <= 1 && std::abs(img.height() - 709) <= 1,
+                 qPrintable(QStringLiteral("%1 x %2").arg(img.width()).arg(img.height())));
+        QVERIFY(std::abs(img.dotsPerMeterX() - 300 / 0.0254) < 2);
+        // Another format keeps the chosen name; a vector file has the size in points.
+        d.formatBox()->setCurrentText(QStringLiteral("svg"));
+        QCOMPARE(d.pathEdit()->text(), dir.filePath(QStringLiteral("fig.svg")));
+        QCOMPARE(w.files()->runExport(d.choice()), QString());
+        QSvgRenderer svg(dir.filePath(QStringLiteral("fig.svg")));
+        QVERIFY(svg.isValid());
+        QVERIFY(std::abs(svg.viewBoxF().width() - 80 * 72 / 25.4) < 1);
+        // Data: the table's first lines, metadata header first; .npy says what it holds.
+        d.formatBox()->setCurrentText(QStringLiteral("csv"));
+        QVERIFY(!d.widthBox()->isEnabled());
+        QVERIFY2(d.previewText().startsWith(QStringLiteral("# ")), qPrintable(d.previewText()));
+        d.contentBox()->setCurrentText(QStringLiteral("status"));
+        QVERIFY(d.previewText().contains(QStringLiteral("status")));
+        d.formatBox()->setCurrentText(QStringLiteral("npy"));
+        QVERIFY2(d.previewText().contains(QStringLiteral("attention matrix")), qPrintable(d.previewText()));
+        // Every run: a folder of files and a grid.
+        d.formatBox()->setCurrentText(QStringLiteral("png"));
+        d.scopeBox()->setCurrentIndex(static_cast<int>(ui::ExportScope::EveryRun));
+        QVERIFY(!d.runBox()->isEnabled());
+        ui::ExportChoice all = d.choice();
+        all.path = dir.filePath(QStringLiteral("runs"));
+        QCOMPARE(w.files()->runExport(all), QString());
+        QVERIFY(QFileInfo::exists(dir.filePath(QStringLiteral("runs/grid.png"))));
+        QCOMPARE(QDir(dir.filePath(QStringLiteral("runs"))).entryList({QStringLiteral("*.png")}).size(), 4);  // 3 runs + grid
+        d.close();
+
+        // Through the menu it is the one dialog: Export, and the file is there, no second question.
+        const QString viaMenu = dir.filePath(QStringLiteral("menu.pdf"));
+        bool seen = false;
+        QTimer::singleShot(200, &w, [&] {
+            auto* dialog = qobject_cast<ui::ExportDialog*>(QApplication::activeModalWidget());
+            if (!dialog) return;
+            seen = true;
+            dialog->formatBox()->setCurrentText(QStringLiteral("pdf"));
+            dialog->pathEdit()->setText(viaMenu);
+            dialog->accept();
+        });
+        QAction* action = nullptr;
+        for (QAction* a : w.findChildren<QAction*>())
+            if (a->text() == QStringLiteral("&Export figure…")) action = a;
+        QVERIFY(action);
+        action->trigger();
+        QVERIFY(seen);
+        QVERIFY(QFileInfo::exists(viaMenu));
+        QVERIFY(QApplication::activeModalWidget() == nullptr);
+        QVERIFY2(reported.texts.isEmpty(), qPrintable(reported.texts.join(QLatin1Char('\n'))));
+    }
+
     void exportsFromTheGuiAreValidAndRoundTrip() {
         QTemporaryDir dir;
         Reported reported;
         MainWindow w;
-        QVERIFY(startOnBundledModel(w, dir, &reported));
-        QVERIFY(w.files()->openSession(writeText(dir.filePath(QStringLiteral("s.json")), sessionToJson(exampleSession()).dump())));
-        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().layer == 2, 60000);
+        QVERIFY(startOnExample(w, dir, &reported));
         const auto trace = w.controller()->shownTrace();
 
         const QString png = dir.filePath(QStringLiteral("f.png")), svg = dir.filePath(QStringLiteral("f.svg")),
