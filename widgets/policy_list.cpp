@@ -2,7 +2,9 @@
 
 #include <QHBoxLayout>
 #include <QListWidget>
+#include <QFileDialog>
 #include <QMenu>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSignalBlocker>
@@ -31,6 +33,20 @@ PolicyList::PolicyList(QUndoStack* undo, QWidget* parent)
         a->setToolTip(QString::fromStdString(info.summary));
         connect(a, &QAction::triggered, this, [this, id = info.id] { addPolicy(id); });
     }
+    menu->addSeparator();
+    QAction* fromFile = menu->addAction(tr("Add policy from file…"));
+    fromFile->setToolTip(tr("A scorer you wrote: a TorchScript module (torch.jit.script(...).save(\"mine.pt\")); "
+                            "docs/plugins.md gives its inputs"));
+    connect(fromFile, &QAction::triggered, this, [this] {
+        const QString file = QFileDialog::getOpenFileName(this, tr("Add a TorchScript scorer"), QString(),
+                                                          tr("TorchScript scorer (*.pt);;All files (*)"));
+        if (file.isEmpty()) return;
+        const QString error = addPolicyFromFile(file);
+        if (error.isEmpty()) return;
+        auto* box = new QMessageBox(QMessageBox::Warning, tr("Cannot add the policy"), error, QMessageBox::Ok, this);
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->open();
+    });
     m_add->setText(tr("Add policy"));
     m_add->setMenu(menu);
     m_add->setPopupMode(QToolButton::InstantPopup);
@@ -74,6 +90,15 @@ void PolicyList::addPolicy(const std::string& id) {
     next.push_back(parsePolicySpec(id));
     edit(std::move(next), tr("Add %1").arg(QString::fromStdString(id)));
     select(static_cast<int>(m_policies.size()) - 1);
+}
+
+QString PolicyList::addPolicyFromFile(const QString& file) {
+    try {
+        addPolicy("script:" + file.toStdString());
+    } catch (const std::exception& e) {
+        return QString::fromStdString(e.what());
+    }
+    return {};
 }
 
 void PolicyList::removeSelected() {

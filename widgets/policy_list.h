@@ -25,6 +25,8 @@ public:
     void setPolicies(const std::vector<PolicyConfig>& policies);  // not undoable (initial state)
     const std::vector<PolicyConfig>& policies() const { return m_policies; }
     void addPolicy(const std::string& id);
+    // A TorchScript scorer (docs/plugins.md) as a new policy; why not, or empty.
+    QString addPolicyFromFile(const QString& file);
     void removeSelected();
     void select(int index);
     ParamForm* form() const { return m_form; }

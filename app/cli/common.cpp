@@ -95,7 +95,9 @@ std::string policyHelp() {
         for (const auto& p : info.params) params += (params.empty() ? "" : ", ") + p.name + "=" + p.defaultValue;
         out += "            " + params + "\n";
     }
-    return out;
+    return out + "  script:FILE.pt[:window=W,sinks=S,...]  a scorer you wrote: a TorchScript module saved with\n"
+                 "            torch.jit.script(...).save(FILE.pt), composed with the window, sinks, GQA reduction,\n"
+                 "            schedules and allocators (docs/plugins.md); it runs as policy script-STEM\n";
 }
 
 std::string readTextFile(const fs::path& path, const std::string& flag) {

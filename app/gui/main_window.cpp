@@ -690,7 +690,12 @@ SessionFile MainWindow::sessionState() const {
     }
     s.prompt = m_prompt->text().toStdString();
     s.policies.clear();
-    for (const PolicyConfig& p : m_policies->policies()) s.policies.push_back(p.label());
+    s.scripts.clear();
+    for (const PolicyConfig& p : m_policies->policies()) {
+        s.policies.push_back(p.spec());
+        const std::string& file = findPolicy(p.id).file;
+        if (!file.empty()) s.scripts[file] = scriptFingerprint(file);
+    }
     const BudgetSpec b = m_budget->spec();
     s.budget = b.perLayer.empty() ? b.text() : std::string();
     s.budgets = b.perLayer.empty() ? std::string() : b.text();

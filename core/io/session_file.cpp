@@ -105,7 +105,7 @@ T optional(const json& j, const char* name, const T& fallback, const std::string
 }  // namespace
 
 json sessionToJson(const SessionFile& s) {
-    return {{"format", kFormat},
+    json j = {{"format", kFormat},
             {"version", SessionFile::kVersion},
             {"model", {{"dir", s.modelDir}, {"fingerprint", s.modelFingerprint}}},
             {"prompt", s.prompt},
@@ -117,6 +117,12 @@ json sessionToJson(const SessionFile& s) {
             {"sampling", {{"greedy", s.greedy}, {"temperature", s.temperature}, {"top_p", s.topP}, {"seed", s.seed}}},
             {"view",
              {{"layer", s.view.layer}, {"head", s.view.head}, {"step", s.view.step}, {"colour_scale", s.view.colourScale}}}};
+    if (!s.scripts.empty()) {
+        json scripts = json::array();
+        for (const auto& [file, fingerprint] : s.scripts) scripts.push_back({{"file", file}, {"fingerprint", fingerprint}});
+        j["scripts"] = scripts;
+    }
+    return j;
 }
 
 SessionFile sessionFromJson(const json& j, const std::string& source) {
@@ -150,6 +156,10 @@ SessionFile sessionFromJson(const json& j, const std::string& source) {
     s.view.head = optional<int64_t>(view, "head", 0, source);
     s.view.step = optional<int64_t>(view, "step", -1, source);
     s.view.colourScale = optional<std::string>(view, "colour_scale", "power", source);
+    for (const json& script : optional<json>(j, "scripts", json::array(), source)) {
+        if (!script.is_object()) throw FormatError(source, "\"scripts\" must hold objects with \"file\" and \"fingerprint\"");
+        s.scripts[field<std::string>(script, "file", source)] = optional<std::string>(script, "fingerprint", "", source);
+    }
     return s;
 }
 
@@ -180,6 +190,25 @@ std::string fingerprintFiles(const fs::path& dir) {
 }
 
 }  // namespace
+
+std::string scriptFingerprint(const fs::path& file) {
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec)) return {};
+    Fnv1a h;
+    addFile(h, file);
+    return "fnv1a64:" + h.hex();
+}
+
+std::string scriptsNote(const SessionFile& s) {
+    std::string note;
+    for (const auto& [file, saved] : s.scripts) {
+        const std::string now = scriptFingerprint(file);
+        if (saved.empty() || now.empty() || now == saved) continue;  // a missing file fails to load, with its own message
+        note += (note.empty() ? "" : "; ") + std::string("the scorer ") + file +
+                " changed since this session was saved: its traces will differ";
+    }
+    return note;
+}
 
 std::string modelFingerprint(const fs::path& dir) {
     if (!fs::exists(dir / "config.json")) throw FormatError((dir / "config.json").string(), "missing: not a model directory");

@@ -6,6 +6,7 @@
 // Torch-free (kvlens_base). docs/file-formats.md documents the format.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,11 @@ struct SessionFile {
     std::string modelDir;          // as the user chose it; empty: the bundled model
     std::string modelFingerprint;  // modelFingerprint(dir) when saved; empty: not checked
     std::string prompt;            // text, encoded with the model's tokenizer
-    std::vector<std::string> policies;  // "snapkv:window=16" (the registry's spec syntax)
+    std::vector<std::string> policies;  // "snapkv:window=16" (the registry's spec syntax;
+                                        // a TorchScript scorer as "script:FILE.pt:...")
+    // Each TorchScript scorer's file → scriptFingerprint() when saved (opening
+    // says when one changed since).
+    std::map<std::string, std::string> scripts;
     std::string budget;            // "64" or "25%"; empty when budgets is used
     std::string budgets;           // per-layer "64,48,32", empty when budget is used
     int64_t decodeSteps = 16;
@@ -52,5 +57,11 @@ SessionFile loadSession(const std::filesystem::path& file);
 // same shapes differs) — not the gigabytes of weights.
 // "fnv1a64:<16 hex digits>". Throws FormatError when config.json is missing.
 std::string modelFingerprint(const std::filesystem::path& modelDir);
+// FNV-1a 64 over a TorchScript scorer's bytes: "fnv1a64:<16 hex digits>";
+// empty when the file cannot be read.
+std::string scriptFingerprint(const std::filesystem::path& file);
+// What opening `s` should say about its scorers: each one whose file changed
+// since it was saved, or empty.
+std::string scriptsNote(const SessionFile& s);
 
 }  // namespace kvlens

@@ -22,6 +22,10 @@ std::map<std::string, PolicyMaker>& makers() {
     return m;
 }
 
+// parsePolicySpec's "script:FILE.pt" (the registry is torch-free; loading a
+// module is not).
+[[maybe_unused]] const bool kScriptLoaderSet = (setScriptPolicyLoader(&loadScriptPolicy), true);
+
 std::mutex& makersMutex() {
     static std::mutex m;
     return m;

@@ -45,6 +45,8 @@ struct PolicyInfo {
     // is what every metric compares with. Exactly one registered policy.
     bool fullCache = false;
     std::vector<ParamSpec> params;  // the policy's own, then the common ones
+    // A TorchScript scorer's file (absolute), empty for the built-in policies.
+    std::string file;
 };
 
 // A policy with every parameter resolved (defaults filled in, values checked).
@@ -63,6 +65,9 @@ struct PolicyConfig {
     std::vector<int64_t> getIntList(const std::string& name) const;
     // "snapkv:window=16" — the id plus the parameters that differ from their defaults.
     std::string label() const;
+    // What parsePolicySpec reads back to this config anywhere: the label, a
+    // TorchScript scorer's as "script:FILE.pt[:k=v,...]".
+    std::string spec() const;
 };
 
 // Every registered policy, the full cache first. A deque:
@@ -88,6 +93,17 @@ bool adaptiveHeads(const PolicyConfig& config);
 const PolicyInfo& findPolicy(const std::string& id);
 // "id" or "id:k=v,k=v". Throws ArgumentError naming the unknown id, the
 // unknown parameter (listing the valid ones) or the bad value and its range.
+// "script:FILE.pt" or "script:FILE.pt:k=v,..." loads a TorchScript scorer
+// (docs/plugins.md) once and registers it as policy "script-STEM" (another
+// file of the same stem gets "script-STEM-2"); the config has that id.
 PolicyConfig parsePolicySpec(const std::string& spec);
+
+// The loader of TorchScript scorers: core's (LibTorch) installs it. It
+// loads and checks FILE, registers its policy and returns the id; an id
+// already registered for the same file is returned as it is.
+using ScriptPolicyLoader = std::string (*)(const std::string& file);
+void setScriptPolicyLoader(ScriptPolicyLoader load);
+// "script-mine" for ".../mine.pt" unless that id is another file's.
+std::string scriptPolicyIdFor(const std::string& absoluteFile);
 
 }  // namespace kvlens

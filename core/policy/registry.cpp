@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
 #include <deque>
+#include <filesystem>
 
 #include "core/error.h"
 #include "core/policy/text_util.h"
@@ -324,9 +326,50 @@ const PolicyInfo& findPolicy(const std::string& id) {
     throw ArgumentError("unknown policy '" + id + "'; known: " + joined(ids, ", "));
 }
 
+namespace {
+
+ScriptPolicyLoader& scriptLoader() {
+    static ScriptPolicyLoader load = nullptr;
+    return load;
+}
+
+constexpr const char* kScriptPrefix = "script:";
+
+}  // namespace
+
+void setScriptPolicyLoader(ScriptPolicyLoader load) { scriptLoader() = load; }
+
+std::string scriptPolicyIdFor(const std::string& absoluteFile) {
+    std::string stem = std::filesystem::path(absoluteFile).stem().string();
+    for (char& c : stem)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+    const std::string base = "script-" + (stem.empty() ? std::string("scorer") : stem);
+    for (int n = 1;; ++n) {
+        const std::string id = n == 1 ? base : base + "-" + std::to_string(n);
+        bool taken = false;
+        for (const auto& info : policyRegistry())
+            if (info.id == id) taken = info.file != absoluteFile;
+        if (!taken) return id;
+    }
+}
+
 PolicyConfig parsePolicySpec(const std::string& spec) {
-    const auto colon = spec.find(':');
-    const PolicyInfo& info = findPolicy(trimmed(spec.substr(0, colon)));
+    std::string id;
+    std::string::size_type colon = std::string::npos;
+    if (spec.rfind(kScriptPrefix, 0) == 0) {
+        // script:FILE.pt[:k=v,...]: the file ends at the first ".pt" that ends the spec or meets a ':'.
+        const std::string rest = spec.substr(std::char_traits<char>::length(kScriptPrefix));
+        std::string::size_type end = rest.find(".pt:");
+        end = end != std::string::npos ? end + 3 : rest.size();
+        if (!scriptLoader())
+            throw ArgumentError("policy " + spec + ": TorchScript scorers need the LibTorch part of KVLens (core)");
+        id = scriptLoader()(rest.substr(0, end));
+        if (end < rest.size()) colon = std::char_traits<char>::length(kScriptPrefix) + end;
+    } else {
+        colon = spec.find(':');
+        id = trimmed(spec.substr(0, colon));
+    }
+    const PolicyInfo& info = findPolicy(id);
     PolicyConfig config;
     config.id = info.id;
     for (const auto& p : info.params) config.values[p.name] = p.defaultValue;
@@ -381,6 +424,12 @@ std::vector<int64_t> PolicyConfig::getIntList(const std::string& name) const {
         out.push_back(v);
     }
     return out;
+}
+
+std::string PolicyConfig::spec() const {
+    const std::string& file = findPolicy(id).file;
+    const std::string l = label();
+    return file.empty() ? l : kScriptPrefix + file + l.substr(id.size());
 }
 
 std::string PolicyConfig::label() const {

@@ -16,11 +16,16 @@ fs::path sessionModelDir(const SessionFile& file) {
 }
 
 std::string fingerprintNote(const SessionFile& file, const fs::path& modelDir) {
-    if (file.modelFingerprint.empty()) return {};
-    const std::string now = modelFingerprint(modelDir);
-    if (now == file.modelFingerprint) return {};
-    return "the model in " + modelDir.string() + " changed since this session was saved (" + file.modelFingerprint +
-           ", now " + now + "): its traces will differ";
+    std::string note;
+    if (!file.modelFingerprint.empty()) {
+        const std::string now = modelFingerprint(modelDir);
+        if (now != file.modelFingerprint)
+            note = "the model in " + modelDir.string() + " changed since this session was saved (" +
+                   file.modelFingerprint + ", now " + now + "): its traces will differ";
+    }
+    const std::string scripts = scriptsNote(file);
+    if (!scripts.empty()) note += (note.empty() ? "" : "; ") + scripts;
+    return note;
 }
 
 SessionOptions sessionOptionsFrom(const SessionFile& file, std::shared_ptr<const Tokenizer> tokenizer) {

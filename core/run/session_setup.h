@@ -17,8 +17,8 @@ class Tokenizer;
 // Throws ArgumentError when the folder does not exist.
 std::filesystem::path sessionModelDir(const SessionFile& file);
 
-// A note for the user when the model's files changed since the session was
-// saved (the traces will differ), empty otherwise.
+// A note for the user when the model's files or a TorchScript scorer's file
+// changed since the session was saved (the traces will differ), empty otherwise.
 std::string fingerprintNote(const SessionFile& file, const std::filesystem::path& modelDir);
 
 // The Session options a file describes: the prompt encoded with `tokenizer`,

@@ -41,8 +41,11 @@
 #include "widgets/export_dialog.h"
 #include "widgets/model_panel.h"
 #include "widgets/needle_panel.h"
+#include "widgets/policy_column.h"
+#include "widgets/policy_list.h"
 #include "widgets/prompt_editor.h"
 #include "widgets/transport_bar.h"
+#include "script_fixture.h"
 #include "write_fixtures.h"
 
 using namespace kvlens;
@@ -467,6 +470,41 @@ private Q_SLOTS:
         QVERIFY2(status.contains(QStringLiteral("budget 0 raised to 1")), qPrintable(status));
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt == QLatin1String(kPrompt), 60000);
         QCOMPARE(w.controller()->history().back()->policies[1].layers[0].budget, int64_t{1});
+    }
+
+    // Issue 20: a TorchScript scorer added from a file runs as a column,
+    // is saved in the session by path with its fingerprint, and a session
+    // whose scorer changed since says so when opened; a bad file says why
+    // and changes nothing.
+    void aScorerFromAFileRunsAndIsSaved() {
+        QTemporaryDir dir;
+        Reported reported;
+        MainWindow w;
+        QVERIFY(startOnExample(w, dir, &reported));
+        const QString scorer = dir.filePath(QStringLiteral("lownorm.pt"));
+        test::writeScorer(scorer.toStdString(), "-(keys * keys).sum(-1)");
+        const QString bad = writeText(dir.filePath(QStringLiteral("bad.pt")), "not a module");
+        const QString error = w.policyList()->addPolicyFromFile(bad);
+        QVERIFY2(error.contains(QStringLiteral("is not a TorchScript module")), qPrintable(error));
+        QCOMPARE(w.policyList()->policies().size(), size_t{2});
+        QCOMPARE(w.policyList()->addPolicyFromFile(scorer), QString());
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.comparison()->columnCount() == 4, 60000);
+        QVERIFY2(w.comparison()->column(3)->headerText().contains(QStringLiteral("script-lownorm")),
+                 qPrintable(w.comparison()->column(3)->headerText()));
+        const auto trace = w.controller()->shownTrace();
+        QVERIFY(trace->policies[3].bytesHeld < trace->policies[0].bytesHeld);  // it evicted
+        const QString saved = dir.filePath(QStringLiteral("with-scorer.kvlens.json"));
+        QVERIFY(w.files()->saveSession(saved));
+        const SessionFile s = loadSession(saved.toStdString());
+        const std::string path = QFileInfo(scorer).absoluteFilePath().toStdString();
+        QCOMPARE(s.policies.back(), "script:" + path);
+        QVERIFY(s.scripts.count(path) && s.scripts.at(path).rfind("fnv1a64:", 0) == 0);
+        // The scorer changes on disk: opening the session runs it and says so.
+        test::writeScorer(scorer.toStdString(), "(keys * keys).sum(-1)");
+        QVERIFY(w.files()->openSession(saved));
+        const QString status = w.statusBar()->currentMessage();
+        QVERIFY2(status.contains(QStringLiteral("lownorm.pt changed since this session was saved")), qPrintable(status));
+        QVERIFY2(reported.texts.isEmpty(), qPrintable(reported.texts.join(QLatin1Char('\n'))));
     }
 
     // Issue 21 item 13: one export dialog — run, what, format, size in mm or

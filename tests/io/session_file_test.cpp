@@ -156,3 +156,27 @@ TEST_F(SessionFileTest, FingerprintFollowsTheWeights) {
     EXPECT_NE(fingerprintNote(s, copy).find("changed since this session was saved"), std::string::npos);
     EXPECT_THROW(modelFingerprint(s_dir->path()), FormatError);
 }
+
+// TorchScript scorers are saved by file with a fingerprint of their bytes;
+// opening says which changed since (a file that is gone fails on its own
+// when its policy loads). Sessions without scorers have no "scripts".
+TEST_F(SessionFileTest, ScorerFilesAreFingerprinted) {
+    const fs::path scorer = s_dir->path() / "mine.pt";
+    std::ofstream(scorer, std::ios::binary) << "first bytes";
+    SessionFile s = example(model());
+    EXPECT_FALSE(sessionToJson(s).contains("scripts"));
+    s.policies.push_back("script:" + scorer.string() + ":window=4");
+    s.scripts[scorer.string()] = scriptFingerprint(scorer);
+    EXPECT_EQ(s.scripts[scorer.string()].rfind("fnv1a64:", 0), 0u);
+    const SessionFile back = sessionFromJson(sessionToJson(s));
+    EXPECT_EQ(back.scripts, s.scripts);
+    EXPECT_EQ(back.policies.back(), "script:" + scorer.string() + ":window=4");
+    EXPECT_EQ(scriptsNote(back), "");
+    std::ofstream(scorer, std::ios::binary) << "other bytes";
+    EXPECT_NE(scriptsNote(back).find("mine.pt changed since this session was saved"), std::string::npos);
+    EXPECT_NE(fingerprintNote(back, model()).find("mine.pt changed"), std::string::npos);
+    EXPECT_EQ(scriptFingerprint(s_dir->path() / "missing.pt"), "");
+    nlohmann::json bad = sessionToJson(s);
+    bad["scripts"] = nlohmann::json::array({"mine.pt"});
+    EXPECT_NE(formatError([&] { sessionFromJson(bad, "x.json"); }).find("\"scripts\""), std::string::npos);
+}
