@@ -64,6 +64,23 @@ void printTable(const Trace& t) {
     }
 }
 
+// Which tokens two policies keep alike: the Jaccard overlap of their kept
+// sets at the last step, mean over layers x KV heads (--json has each layer and head).
+void printAgreement(const Trace& t) {
+    const size_t n = t.policies.size();
+    if (n < 3) return;
+    std::printf("\nkept-set agreement (Jaccard |A and B| / |A or B| of the tokens held, mean over layers x KV heads):\n");
+    std::printf("%-28s", "");
+    for (size_t b = 1; b < n; ++b) std::printf(" %8zu", b);
+    std::printf("\n");
+    for (size_t a = 1; a < n; ++a) {
+        std::printf("%zu %-26s", a, t.policies[a].label.substr(0, 26).c_str());
+        for (size_t b = 1; b < n; ++b)
+            std::printf(" %8s", metric(keptJaccardMean(t.policies[a], t.policies[b]), "%.3f").c_str());
+        std::printf("\n");
+    }
+}
+
 void runCompare(const CompareArgs& a) {
     if (!a.prompt.given()) throw ArgumentError("give a prompt with --prompt, --prompt-file or --prompt-ids");
     if (a.policy.policies.empty()) throw ArgumentError("give at least one --policy to compare with the full cache");
@@ -102,6 +119,7 @@ void runCompare(const CompareArgs& a) {
             std::printf("model: sliding-window attention over the last %lld positions (config.json sliding_window)\n",
                         static_cast<long long>(trace->slidingWindow));
         printTable(*trace);
+        printAgreement(*trace);
     }
     if (a.json.empty()) return;
     writeOutput(a.json, traceToJson(*trace).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");

@@ -43,6 +43,7 @@
 #include "widgets/fidelity_figure.h"
 #include "widgets/needle_view.h"
 #include "widgets/appearance.h"
+#include "widgets/agreement_view.h"
 #include "app/gui/lesson_actions.h"
 #include "app/gui/sweep_actions.h"
 #include "widgets/policy_list.h"
@@ -82,6 +83,7 @@ MainWindow::MainWindow(QWidget* parent)
       m_prompt(new ui::PromptEditor(this)),
       m_needle(new ui::NeedlePanel(this)),
       m_memory(new ui::MemoryView(this)),
+      m_agreement(new ui::AgreementView(this)),
       m_sweep(new ui::SweepPanel(this)),
       m_lessonPanel(new ui::LessonPanel(this)),
       m_scale(new QComboBox(this)),
@@ -169,7 +171,9 @@ void MainWindow::buildDocks() {
     policies->raise();
     QDockWidget* memory = dock(this, tr("KV memory"), QStringLiteral("memory"), m_memory, Qt::RightDockWidgetArea);
     QDockWidget* sweeps = dock(this, tr("Sweep"), QStringLiteral("sweep"), m_sweep, Qt::RightDockWidgetArea);
-    tabifyDockWidget(metrics, needle);
+    QDockWidget* agreement = dock(this, tr("Agreement"), QStringLiteral("agreement"), m_agreement, Qt::RightDockWidgetArea);
+    tabifyDockWidget(metrics, agreement);
+    tabifyDockWidget(agreement, needle);
     tabifyDockWidget(needle, sweeps);
     tabifyDockWidget(sweeps, memory);
     metrics->raise();
@@ -367,6 +371,13 @@ void MainWindow::connectController() {
     connect(m_comparison, &ui::ComparisonView::selectionChanged, this, [this](int64_t l, int64_t h) {
         m_controller->setSelection(l, h);
         updateTimelineSelection();
+        m_agreement->setSelection(l, h);
+    });
+    // A cell of the agreement matrix rings the tokens one policy keeps and the other evicts.
+    connect(m_agreement, &ui::AgreementView::tokensPicked, this, [this](const std::vector<int64_t>& positions) {
+        ui::Highlight h;
+        h.tokens = positions;
+        m_comparison->setHighlight(h);
     });
     connect(m_transport, &ui::TransportBar::stepChanged, c, &Controller::setShownStep);
     connect(m_transport, &ui::TransportBar::decodeStepsChanged, this, [this](int n) {
@@ -495,7 +506,7 @@ void MainWindow::setPresenter(bool on) {
     a.presenter = on;
     ui::applyAppearance(a);
     if (on) {
-        for (const char* name : {"timeline", "model", "policies", "needle", "memory", "sweep"})
+        for (const char* name : {"timeline", "model", "policies", "needle", "memory", "sweep", "agreement"})
             if (auto* d = findChild<QDockWidget*>(QString::fromLatin1(name))) d->hide();
     } else if (!m_beforePresenter.isEmpty()) {
         restoreState(m_beforePresenter);
@@ -614,6 +625,8 @@ void MainWindow::showTrace(const std::shared_ptr<const Trace>& trace, int step) 
     m_error->hide();
     m_comparison->setTrace(trace);
     m_metrics->setTrace(trace);
+    m_agreement->setSelection(m_comparison->selectedLayer(), m_comparison->selectedHead());
+    m_agreement->setTrace(trace);
     m_budget->setContext(trace->numLayers, trace->promptLength);
     m_budget->setTrace(trace);
     m_transport->setStep(step);

@@ -27,6 +27,7 @@ class EvictionTimeline;
 class PromptEditor;
 class NeedlePanel;
 class MemoryView;
+class AgreementView;
 class SweepPanel;
 class LessonPanel;
 }  // namespace kvlens::ui
@@ -58,6 +59,7 @@ public:
     ui::PromptEditor* promptEditor() const { return m_prompt; }
     ui::NeedlePanel* needlePanel() const { return m_needle; }
     ui::MemoryView* memoryView() const { return m_memory; }
+    ui::AgreementView* agreementView() const { return m_agreement; }
     ui::SweepPanel* sweepPanel() const { return m_sweep; }
     SweepActions* sweeps() const { return m_sweeps; }
     ui::LessonPanel* lessonPanel() const { return m_lessonPanel; }
@@ -129,6 +131,7 @@ private:
     ui::PromptEditor* m_prompt;
     ui::NeedlePanel* m_needle;
     ui::MemoryView* m_memory;
+    ui::AgreementView* m_agreement;
     ui::SweepPanel* m_sweep;
     ui::LessonPanel* m_lessonPanel;
     QComboBox* m_scale;

@@ -128,7 +128,7 @@ LessonQuestion questionFrom(const json& j, const std::string& path, const json& 
 
 const std::vector<std::string>& lessonPanels() {
     static const std::vector<std::string> names{"prompt", "policies", "model",  "budget", "metrics",
-                                                "needle", "memory",   "sweep",  "timeline"};
+                                                "needle", "memory",   "sweep",  "timeline", "agreement"};
     return names;
 }
 

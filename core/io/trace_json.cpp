@@ -61,6 +61,40 @@ json policySummaryJson(const PolicyTrace& p) {
             {"diverged_at", p.divergedAt}};
 }
 
+// Kept-set agreement of every pair of eviction runs (runs 1..N): the mean
+// Jaccard overlap over layers × KV heads, and per layer and KV head with the layers.
+static json agreementJson(const Trace& t, bool withLayers) {
+    json labels = json::array(), mean = json::array();
+    const size_t n = t.policies.size();
+    for (size_t a = 1; a < n; ++a) {
+        labels.push_back(t.policies[a].label);
+        json row = json::array();
+        for (size_t b = 1; b < n; ++b) row.push_back(number(keptJaccardMean(t.policies[a], t.policies[b])));
+        mean.push_back(row);
+    }
+    json out = {{"what", "Jaccard overlap |A and B| / |A or B| of the token positions two runs hold at this step"},
+                {"policies", labels},
+                {"mean", mean}};
+    if (withLayers) {
+        json layers = json::array();
+        for (int64_t l = 0; l < t.numLayers; ++l) {
+            json heads = json::array();
+            for (int64_t h = 0; h < t.numKvHeads; ++h) {
+                json m = json::array();
+                for (size_t a = 1; a < n; ++a) {
+                    json row = json::array();
+                    for (size_t b = 1; b < n; ++b) row.push_back(number(keptJaccard(t.policies[a], t.policies[b], l, h)));
+                    m.push_back(row);
+                }
+                heads.push_back(m);
+            }
+            layers.push_back(heads);
+        }
+        out["by_layer"] = layers;  // [layer][kv head][policy][policy]
+    }
+    return out;
+}
+
 json traceToJson(const Trace& t, bool withLayers) {
     json policies = json::array();
     for (const auto& p : t.policies) {
@@ -95,6 +129,7 @@ json traceToJson(const Trace& t, bool withLayers) {
                 {"tokens", t.tokens},
                 {"labels", t.labels},
                 {"policies", policies}};
+    out["agreement"] = agreementJson(t, withLayers);
     if (!t.attention.empty()) {
         json maps = json::array();
         for (const auto& m : t.attention)

@@ -141,6 +141,8 @@ int64_t Model::kvSourceLayer(int64_t layer) const {
     return m->kvSource.empty() ? layer : m->kvSource.at(static_cast<size_t>(layer));
 }
 
+at::Tensor Model::outputProjection(int64_t layer) const { return m->w.layers.at(static_cast<size_t>(layer)).wo; }
+
 const ModelConfig& Model::config() const { return m->cfg; }
 const fs::path& Model::directory() const { return m->dir; }
 at::Device Model::device() const { return m->device; }

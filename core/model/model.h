@@ -90,6 +90,9 @@ public:
     std::unique_ptr<Model> withSharedLayerKv(int64_t every) const;
     // Layer l reads the K/V of layer kvSourceLayer(l) (l itself but in the what-if).
     int64_t kvSourceLayer(int64_t layer) const;
+    // Layer l's attention output projection W_O, [hidden, Hq*D] (what
+    // CriticalKV's value norms read).
+    at::Tensor outputProjection(int64_t layer) const;
 
     const ModelConfig& config() const;
     const std::filesystem::path& directory() const;

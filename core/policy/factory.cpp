@@ -17,7 +17,8 @@ std::map<std::string, PolicyMaker>& makers() {
         {"random", makeRandom},       {"lru", makeLru},       {"lfu", makeLfu},
         {"h2o", makeH2o},             {"tova", makeTova},     {"snapkv", makeSnapKv},
         {"pyramidkv", makeSnapKv},    {"adakv", makeSnapKv},  {"andpro", makeAndPro},
-        {"knorm", makeKnorm},         {"keydiff", makeKeyDiff},
+        {"knorm", makeKnorm},         {"keydiff", makeKeyDiff}, {"cur", makeCur},
+        {"lagkv", makeLagKv},         {"rkv", makeRkv},
     };
     return m;
 }

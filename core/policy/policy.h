@@ -34,6 +34,9 @@ struct LayerState {
     // them costs a copy of the layer's cache on every planning step.
     at::Tensor keys;          // [Hkv, L, D] or undefined
     at::Tensor values;        // [Hkv, L, D] or undefined
+    // The layer's output projection W_O [hidden, Hq*D], only for a scorer
+    // run with critical=true (its values are filled then too).
+    at::Tensor outputProjection;
     at::Device device{at::kCPU};  // where the cache lives
     at::Tensor valid;         // [Hkv, L] bool, undefined when every head holds L entries
     // Per KV head: true position of each entry, increasing (the cache keeps

@@ -61,6 +61,12 @@ std::vector<ParamSpec> withCommon(std::vector<ParamSpec> own, const CommonDefaul
                               "per-head budgets: the same for every KV head, or Ada-KV's allocation"));
     own.push_back(realParam("alpha", d.alpha, 0, 1,
                             "adaptive heads: share of the scored budget each head keeps for itself"));
+    own.push_back({"critical", Type::Bool, "false", 0, 0, {},
+                   "CriticalKV: after a first stage by score, rank the rest by (score + 1e-4) x |W_O v|"});
+    own.push_back(realParam("first_stage", "0.5", 0, 1, "CriticalKV: share of the scored budget kept by score alone"));
+    own.push_back(intParam("chunk_length", "1", 1, 4096,
+                           "ChunkKV: keep whole chunks of this many positions by their mean score over the KV heads "
+                           "(1: token by token)"));
     return own;
 }
 
@@ -139,6 +145,31 @@ std::deque<PolicyInfo> buildRegistry() {
         info("keydiff", "KeyDiff", "Park et al. 2025, arXiv 2504.15364; kvpress KeyDiffPress",
              "keep the B keys least similar to the mean direction of the head's keys", prefill, Keys,
              withCommon({}, onPrefill)),
+        info("cur", "CUR", "kvpress CURPress",
+             "keep the entries with the largest share of their head's key x value energy (block-normalised)", prefill,
+             Keys,
+             withCommon({sinks,
+                         intParam("local_window", "16", 0, kMaxTokens,
+                                  "norms shared out within blocks of this many entries (0: over the whole head)"),
+                         choiceParam("leverage", "kv_product", {"kv_product", "key", "value", "kv_avg"},
+                                     "what scores an entry: key energy x value energy, key, value, or their mean")},
+                        onPrefill)),
+        info("lagkv", "LagKV", "Liang et al. 2025, AI-Lab-China-Merchants-Bank/LagKV; kvpress LagKVPress",
+             "rank entries within partitions of `lag` by how they stand out against the next partition's range",
+             prefill, Keys,
+             withCommon({sinks, intParam("lag", "128", 1, kMaxTokens, "partition length (lag) in entries"),
+                         {"cross", Type::Bool, "false", 0, 0, {},
+                          "compare the softmaxed scores across partitions instead of ranks within each"}},
+                        onPrefill)),
+        info("rkv", "R-KV", "Cai et al. 2025, Zefan-Cai/R-KV",
+             "importance (pooled window attention) minus redundancy (key cosine similarity); keep the top B-W + "
+             "the window",
+             prefill, Keys,
+             withCommon({intParam("window", "8", 1, kMaxTokens,
+                                  "observation window: the last W queries, whose keys are always kept"),
+                         intParam("kernel", "7", 1, 1001, "max-pooling kernel of the importance along the keys"),
+                         realParam("lambda", "0.07", 0, 1, "weight of importance against redundancy")},
+                        onPrefill)),
     };
 }
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "core/error.h"
 #include "core/policy/select.h"
 
 namespace kvlens {
@@ -144,12 +145,88 @@ void keepBest(const LayerState& state, Plan& plan, int64_t h, int64_t slots, con
     }
 }
 
+// ChunkKV (kvpress ChunkKVPress): every candidate's score becomes the mean
+// score of its chunk, the positions [c·C, (c+1)·C), over every KV head's
+// scored entries in it; so the heads keep the same whole chunks (the last
+// one kept may be cut to fit the budget, ties going to its later entries).
+// Protected entries and NaN scores take no part.
+void chunkScores(const LayerState& state, Plan& plan, int64_t C) {
+    const int64_t H = state.numKvHeads, L = plan.scores.size(1);
+    float* s = plan.scores.data_ptr<float>();
+    std::vector<double> sum(static_cast<size_t>(state.seqLen / C + 1), 0.0);
+    std::vector<int64_t> count(sum.size(), 0);
+    auto chunkOf = [&](int64_t h, int64_t i) { return static_cast<size_t>(state.positions[h][i] / C); };
+    for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < state.length(h); ++i) {
+            const float v = s[h * L + i];
+            if (plan.reasons[h][i] != TokenStatus::Evicted || std::isnan(v)) continue;
+            const size_t c = chunkOf(h, i);
+            if (c >= sum.size()) sum.resize(c + 1, 0.0), count.resize(c + 1, 0);
+            sum[c] += v;
+            ++count[c];
+        }
+    for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < state.length(h); ++i) {
+            float& v = s[h * L + i];
+            if (plan.reasons[h][i] == TokenStatus::Evicted && !std::isnan(v)) {
+                const size_t c = chunkOf(h, i);
+                v = static_cast<float>(sum[c] / static_cast<double>(count[c]));
+            }
+        }
+}
+
+// ‖W_O v‖₁ of every entry per KV head [Hkv, L] (CPU fp32): each query head's
+// slice of the output projection applied to the values it reads, the L1
+// norm over the hidden size, averaged over the query heads of the group.
+at::Tensor projectedValueNorms(const LayerState& state) {
+    const int64_t Hq = state.numHeads, Hkv = state.numKvHeads, G = Hq / Hkv;
+    const at::Tensor values = state.values.to(at::kFloat);  // [Hkv, L, D]
+    const int64_t L = values.size(1), D = values.size(2);
+    const at::Tensor wo = state.outputProjection.to(values.device(), at::kFloat);  // [E, Hq*D]
+    at::Tensor out = at::zeros({Hkv, L}, values.options());
+    for (int64_t q = 0; q < Hq; ++q)  // a head at a time: [L, E] stays small at long contexts
+        out[q / G] += at::matmul(values[q / G], wo.narrow(1, q * D, D).t()).abs().sum(-1);
+    return (out / static_cast<double>(G)).to(at::kCPU).contiguous();
+}
+
+constexpr double kCriticalEpsilon = 1e-4;  // kvpress CriticalKVPress's default
+
+// CriticalKV (kvpress CriticalKVPress): per head, the first stage keeps the
+// best ⌊first_stage · slots⌋ candidates by the policy's own scores (their
+// scores become +inf, NaN once the plan is made); the rest compete by
+// (score + ε) · ‖W_O v‖₁. `slots` is what the head's budget leaves after
+// its protected entries.
+void criticalScores(const LayerState& state, Plan& plan, const std::vector<Protected>& prot, int64_t budget,
+                    double firstStage) {
+    if (!state.values.defined() || !state.outputProjection.defined())
+        throw Error("critical=true needs the cache's values and the layer's output projection");
+    const at::Tensor wov = projectedValueNorms(state);
+    const int64_t H = state.numKvHeads, L = plan.scores.size(1);
+    float* s = plan.scores.data_ptr<float>();
+    const float* w = wov.data_ptr<float>();
+    for (int64_t h = 0; h < H; ++h) {
+        const int64_t slots = std::max<int64_t>(0, budget - prot[h].count());
+        std::vector<Candidate> cands = candidates(state, plan, h);
+        if (static_cast<int64_t>(cands.size()) <= slots) continue;  // nothing to evict
+        const auto first = static_cast<int64_t>(std::floor(firstStage * static_cast<double>(slots) + 1e-9));
+        for (const Candidate& c : cands) {
+            float& v = s[h * L + c.index];
+            if (!std::isnan(v)) v = static_cast<float>((v + kCriticalEpsilon) * w[h * wov.size(1) + c.index]);
+        }
+        for (const Candidate& c : bestUnordered(std::move(cands), first))
+            s[h * L + c.index] = std::numeric_limits<float>::infinity();
+    }
+}
+
 }  // namespace
 
 ScorerPolicy::ScorerPolicy(const PolicyInfo& info, PolicyConfig config)
     : Policy(info, std::move(config)),
       m_adaptive(this->config().has("heads") && this->config().text("heads") == "adaptive"),
-      m_alpha(this->config().has("alpha") ? this->config().getReal("alpha") : 0.0) {}
+      m_alpha(this->config().has("alpha") ? this->config().getReal("alpha") : 0.0),
+      m_chunk(this->config().has("chunk_length") ? this->config().getInt("chunk_length") : 1),
+      m_critical(this->config().has("critical") && this->config().getBool("critical")),
+      m_firstStage(this->config().has("first_stage") ? this->config().getReal("first_stage") : 0.5) {}
 
 Plan ScorerPolicy::plan(const LayerState& state) {
     const int64_t B = std::max<int64_t>(0, state.budget), H = state.numKvHeads;
@@ -157,6 +234,9 @@ Plan ScorerPolicy::plan(const LayerState& state) {
     Plan plan;
     const std::vector<Protected> prot = startPlan(state, S, W, B, plan);
     plan.scores = displayScores(score(state), state, prot);
+    // The wrappers that compose with any scorer: CriticalKV, then ChunkKV.
+    if (m_critical) criticalScores(state, plan, prot, B, m_firstStage);
+    if (m_chunk > 1) chunkScores(state, plan, m_chunk);
 
     int64_t total = 0, protectedTotal = 0;
     for (int64_t h = 0; h < H; ++h) {
@@ -178,6 +258,11 @@ Plan ScorerPolicy::plan(const LayerState& state) {
         // which keeps a whole head when it fits its budget.
         for (int64_t h = 0; h < H; ++h)
             keepBest(state, plan, h, m_adaptive ? state.length(h) : B - prot[h].count(), prot[h]);
+    }
+    if (m_critical) {  // the first stage's picks: decided by the policy's own score, not the one shown
+        float* s = plan.scores.data_ptr<float>();
+        for (int64_t i = 0; i < plan.scores.numel(); ++i)
+            if (std::isinf(s[i])) s[i] = std::numeric_limits<float>::quiet_NaN();
     }
     finishPlan(plan);
     return plan;

@@ -4,6 +4,8 @@
 // its protected sets; this base keeps the sinks and the window, then fills
 // the rest of the budget by top-k per head (heads=uniform) or by Ada-KV's
 // layer-wide allocation with a per-head floor (heads=adaptive, alpha).
+// Two wrappers compose with every scorer: CriticalKV (critical=true,
+// first_stage) and ChunkKV (chunk_length).
 // Internal to core (uses ATen).
 #include <ATen/core/Tensor.h>
 
@@ -30,6 +32,9 @@ protected:
 private:
     bool m_adaptive;
     double m_alpha;
+    int64_t m_chunk;     // ChunkKV's chunk_length (1: off)
+    bool m_critical;     // CriticalKV's value-norm second stage
+    double m_firstStage;
 };
 
 // Keeps every entry (full; layers a policy skips); scores NaN, reasons

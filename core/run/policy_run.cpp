@@ -106,7 +106,8 @@ PolicyRun::PolicyRun(const Model& model, PolicyConfig config, const BudgetSpec& 
       m_cache(model.newCache(CacheOptions{m_config.has("rerotate") && m_config.getBool("rerotate")})),
       m_budgets(budgetsFor(m_config, budget, promptLength, model.config().numLayers)),
       m_promptLength(promptLength),
-      m_capture(capture) {
+      m_capture(capture),
+      m_critical(m_policy && m_config.has("critical") && m_config.getBool("critical")) {
     const auto& c = model.config();
     m_track.assign(c.numLayers, std::vector<HeadTrack>(c.numKvHeads));
     m_lastPlan.resize(c.numLayers);
@@ -137,11 +138,12 @@ LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
     s.numHeads = c.numHeads;
     s.numKvHeads = c.numKvHeads;
     s.device = m_model.device();
-    if (m_policy && m_policy->info().usesKeys) {
+    if (m_policy && (m_policy->info().usesKeys || m_critical)) {
         KvCache::Entries e = m_cache.entries(layer);
         s.keys = e.k;
         s.values = e.v;
         s.valid = e.valid;
+        if (m_critical) s.outputProjection = m_model.outputProjection(layer);
     } else {
         s.valid = m_cache.entryValid(layer);
     }

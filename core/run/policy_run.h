@@ -206,6 +206,7 @@ private:
         ForwardOptions options;
     } m_pending;
     CaptureTarget m_capture;
+    bool m_critical = false;           // critical=true: states carry values and W_O
     at::Tensor m_logits;
     std::vector<at::Tensor> m_lastOutputs, m_lastAttention;
     std::vector<std::vector<HeadTrack>> m_track;  // [layer][kv head]

@@ -73,4 +73,28 @@ double PolicyTrace::top1Agreement() const {
     return meanOver(metrics, [](const StepMetrics& m) { return m.top1Agrees ? 1.0 : 0.0; });
 }
 
+double keptJaccard(const PolicyTrace& a, const PolicyTrace& b, int64_t layer, int64_t kvHead) {
+    const auto& sa = a.layers.at(static_cast<size_t>(layer)).heads.at(static_cast<size_t>(kvHead)).status;
+    const auto& sb = b.layers.at(static_cast<size_t>(layer)).heads.at(static_cast<size_t>(kvHead)).status;
+    const size_t n = std::max(sa.size(), sb.size());
+    int64_t both = 0, either = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const bool ha = i < sa.size() && isHeld(sa[i]), hb = i < sb.size() && isHeld(sb[i]);
+        both += ha && hb ? 1 : 0;
+        either += ha || hb ? 1 : 0;
+    }
+    return either ? static_cast<double>(both) / static_cast<double>(either) : std::nan("");
+}
+
+double keptJaccardMean(const PolicyTrace& a, const PolicyTrace& b) {
+    double sum = 0;
+    int64_t n = 0;
+    for (size_t l = 0; l < std::min(a.layers.size(), b.layers.size()); ++l)
+        for (size_t h = 0; h < std::min(a.layers[l].heads.size(), b.layers[l].heads.size()); ++h) {
+            const double j = keptJaccard(a, b, static_cast<int64_t>(l), static_cast<int64_t>(h));
+            if (!std::isnan(j)) sum += j, ++n;
+        }
+    return n ? sum / static_cast<double>(n) : std::nan("");
+}
+
 }  // namespace kvlens

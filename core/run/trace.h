@@ -85,6 +85,13 @@ struct AttentionMap {
     static AttentionMap fromDense(int64_t layer, int64_t head, int64_t size, const std::vector<float>& values);
 };
 
+// Kept-set agreement of two runs at a Trace's step: the Jaccard overlap
+// |A ∩ B| / |A ∪ B| of the token positions each holds in one layer × KV
+// head (NaN when neither holds any), and its mean over every layer and KV
+// head. A run that stopped (failure) still has the sets it held last.
+double keptJaccard(const PolicyTrace& a, const PolicyTrace& b, int64_t layer, int64_t kvHead);
+double keptJaccardMean(const PolicyTrace& a, const PolicyTrace& b);
+
 struct Trace {
     int64_t step = 0;            // decode steps done (0: the prompt has been read)
     int64_t promptLength = 0;

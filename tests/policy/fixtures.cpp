@@ -1,5 +1,7 @@
 #include "fixtures.h"
 
+#include <gtest/gtest.h>
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
@@ -125,6 +127,19 @@ Plan Driver::step(int64_t n) {
     m_cache.apply(0, plan.keep);
     m_policy->applied(0, plan.keep);
     return plan;
+}
+
+void expectSameKeeps(const std::string& a, const std::string& b, int64_t heads, int64_t kvHeads, int64_t budget,
+                     uint64_t seed) {
+    Driver da(policy(a), heads, kvHeads, 8, budget, seed), db(policy(b), heads, kvHeads, 8, budget, seed);
+    int trims = 0;
+    for (int step = 0; step < 60; ++step) {
+        const int64_t n = step == 0 ? 20 : 1;  // a prompt batch, then tokens
+        const Plan pa = da.step(n), pb = db.step(n);
+        ASSERT_EQ(pa.keep, pb.keep) << a << " vs " << b << " at step " << step;
+        trims += pa.keep.empty() ? 0 : 1;
+    }
+    EXPECT_GT(trims, 30);
 }
 
 }  // namespace kvlens::test

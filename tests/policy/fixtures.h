@@ -55,4 +55,10 @@ private:
     at::Tensor m_k, m_v, m_q;  // per token: [T, Hkv, D], [T, Hkv, D], [T, Hq, D]
 };
 
+// Two policies fed the same token stream (a 20-token prompt batch, then one
+// token a step, 60 steps) keep the same entries at every trim (a gtest failure
+// names the step); more than 30 steps must trim.
+void expectSameKeeps(const std::string& a, const std::string& b, int64_t heads, int64_t kvHeads, int64_t budget,
+                     uint64_t seed = 11);
+
 }  // namespace kvlens::test

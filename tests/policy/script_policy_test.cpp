@@ -52,19 +52,6 @@ std::string errorOf(const std::string& spec) {
     return {};
 }
 
-// Two policies fed the same tokens keep the same entries at every trim.
-void expectSameKeeps(const std::string& a, const std::string& b, int64_t heads, int64_t kvHeads, int64_t budget) {
-    Driver da(policy(a), heads, kvHeads, 8, budget, 11), db(policy(b), heads, kvHeads, 8, budget, 11);
-    int trims = 0;
-    for (int step = 0; step < 60; ++step) {
-        const int64_t n = step == 0 ? 20 : 1;  // a prompt batch, then tokens
-        const Plan pa = da.step(n), pb = db.step(n);
-        ASSERT_EQ(pa.keep, pb.keep) << a << " vs " << b << " at step " << step;
-        trims += pa.keep.empty() ? 0 : 1;
-    }
-    EXPECT_GT(trims, 30);
-}
-
 }  // namespace
 
 TEST_F(ScriptPolicyTest, AKeyNormScorerKeepsWhatKnormKeeps) {

@@ -141,3 +141,242 @@ TEST(Full, KeepsEverything) {
     EXPECT_EQ(plan.keep[0].size(), 10u);
     EXPECT_EQ(plan.keep[1].size(), 10u);
 }
+
+namespace {
+
+// Sum of squares of row i of x [L, D].
+double energy(const at::Tensor& x, int64_t i) {
+    double e = 0;
+    for (int64_t d = 0; d < x.size(1); ++d) e += double(x[i][d].item<float>()) * x[i][d].item<float>();
+    return e;
+}
+
+// The kept entries of a head by plain selection: the protected ones plus the
+// best `slots` others by score (ties to the later entry), sorted.
+std::vector<int64_t> topPlus(const std::vector<double>& score, std::vector<int64_t> kept, int64_t slots) {
+    std::vector<int64_t> order;
+    for (int64_t i = 0; i < static_cast<int64_t>(score.size()); ++i)
+        if (std::find(kept.begin(), kept.end(), i) == kept.end()) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        return score[a] != score[b] ? score[a] > score[b] : a > b;
+    });
+    kept.insert(kept.end(), order.begin(), order.begin() + slots);
+    std::sort(kept.begin(), kept.end());
+    return kept;
+}
+
+}  // namespace
+
+TEST(Cur, ScoresEachEntrysShareOfItsBlocksKeyAndValueEnergy) {
+    at::manual_seed(7);
+    const int64_t L = 11, w = 4, sinks = 2, B = 6;
+    const at::Tensor k = at::randn({2, L, 4}), v = at::randn({2, L, 4});
+    const Plan plan = policy("cur:sinks=2,local_window=4")->plan(makeState(k, v, 2, B));
+    for (int64_t h = 0; h < 2; ++h) {
+        // Plain loops: k2 / its block's sum times v2 / its block's sum, over the head's total.
+        std::vector<double> k2(L), v2(L), s(L);
+        for (int64_t i = 0; i < L; ++i) k2[i] = energy(k[h], i), v2[i] = energy(v[h], i);
+        double total = 0;
+        for (int64_t i = 0; i < L; ++i) {
+            double kb = 0, vb = 0;
+            for (int64_t j = i / w * w; j < std::min(L, i / w * w + w); ++j) kb += k2[j], vb += v2[j];
+            total += s[i] = (k2[i] / kb) * (v2[i] / vb);
+        }
+        for (int64_t i = 0; i < L; ++i) s[i] /= total;
+        for (int64_t i = sinks; i < L; ++i) EXPECT_NEAR(plan.scores[h][i].item<float>(), s[i], 1e-6) << h << " " << i;
+        EXPECT_TRUE(std::isnan(plan.scores[h][0].item<float>()));  // a sink: a rule decided
+        EXPECT_EQ(plan.keep[h], topPlus(s, {0, 1}, B - sinks)) << "head " << h;
+        EXPECT_EQ(plan.reasons[h][1], TokenStatus::Sink);
+    }
+    // leverage=key without the local approximation: each key's share of the head's key energy.
+    const Plan keyOnly = policy("cur:sinks=0,local_window=0,leverage=key")->plan(makeState(k, v, 2, B));
+    double total = 0;
+    for (int64_t i = 0; i < L; ++i) total += energy(k[1], i);
+    for (int64_t i = 0; i < L; ++i) EXPECT_NEAR(keyOnly.scores[1][i].item<float>(), energy(k[1], i) / total, 1e-6);
+}
+
+TEST(LagKv, RanksEachPartitionAgainstTheNextPartitionsRange) {
+    at::manual_seed(9);
+    // 2 sinks, three partitions of 3, two entries past them: partitions 0 and
+    // 1 are scored, the last partition and the two after it score 1.
+    const int64_t sinks = 2, lag = 3, L = 13, D = 4;
+    const at::Tensor k = at::randn({1, L, D}), v = at::randn({1, L, D});
+    auto softmaxedStd = [&](const at::Tensor& x, int64_t part) {  // one partition's scores (plain loops)
+        std::vector<double> s(lag);
+        const int64_t from = sinks + part * lag, ref = from + lag;
+        for (int64_t t = 0; t < lag; ++t) {
+            std::vector<double> c(D);
+            double mean = 0;
+            for (int64_t d = 0; d < D; ++d) {
+                double lo = 1e30, hi = -1e30;
+                for (int64_t r = ref; r < ref + lag; ++r) lo = std::min(lo, double(x[0][r][d].item<float>())),
+                                                         hi = std::max(hi, double(x[0][r][d].item<float>()));
+                mean += c[d] = (x[0][from + t][d].item<float>() - lo) / (hi - lo);
+            }
+            mean /= D;
+            double var = 0;
+            for (double cd : c) var += (cd - mean) * (cd - mean);
+            s[t] = std::sqrt(var / (D - 1));
+        }
+        double z = 0;
+        for (double& e : s) z += e = std::exp(e);
+        for (double& e : s) e /= z;
+        return s;
+    };
+    std::vector<double> raw(L, 1.0), ranked(L, 1.0);
+    for (int64_t part = 0; part < 2; ++part) {
+        const auto ks = softmaxedStd(k, part), vs = softmaxedStd(v, part);
+        for (int64_t t = 0; t < lag; ++t) {
+            const double s = (ks[t] + vs[t]) / 2;
+            int64_t rank = 0;
+            for (int64_t u = 0; u < lag; ++u) rank += (ks[u] + vs[u]) / 2 < s ? 1 : 0;
+            raw[sinks + part * lag + t] = s;
+            ranked[sinks + part * lag + t] = double(rank) / lag;
+        }
+    }
+    const Plan plan = policy("lagkv:sinks=2,lag=3")->plan(makeState(k, v, 1, 9));
+    for (int64_t i = sinks; i < L; ++i) EXPECT_NEAR(plan.scores[0][i].item<float>(), ranked[i], 1e-6) << i;
+    // Sinks, the 5 entries scoring 1, and each scored partition's top-ranked entry.
+    EXPECT_EQ(plan.keep[0], topPlus(ranked, {0, 1}, 7));
+    const Plan cross = policy("lagkv:sinks=2,lag=3,cross=true")->plan(makeState(k, v, 1, 9));
+    for (int64_t i = sinks; i < L; ++i) EXPECT_NEAR(cross.scores[0][i].item<float>(), raw[i], 1e-6) << i;
+    // Shorter than sinks + 2 lag: by recency, StreamingLLM's set.
+    const Plan shortPlan = policy("lagkv:sinks=2,lag=8")->plan(makeState(k, v, 1, 5));
+    EXPECT_EQ(shortPlan.keep[0], ids({0, 1, 10, 11, 12}));
+}
+
+TEST(ChunkKv, KeepsTheChunksOfBestMeanScoreOverEveryHead) {
+    at::manual_seed(11);
+    const int64_t L = 10, C = 3, B = 5;
+    const at::Tensor k = at::randn({2, L, 4}), v = at::randn({2, L, 4});
+    // The scorer underneath: each key's share of its head's key energy (cur, no blocks, no sinks).
+    const std::string base = "cur:sinks=0,local_window=0,leverage=key";
+    const Plan plain = policy(base)->plan(makeState(k, v, 2, B));
+    const Plan chunked = policy(base + ",chunk_length=3")->plan(makeState(k, v, 2, B));
+    // Chunks {0,1,2} {3,4,5} {6,7,8} {9}: the mean of both heads' scores over the chunk.
+    std::vector<double> byEntry(L);
+    for (int64_t c = 0; c * C < L; ++c) {
+        double sum = 0;
+        int n = 0;
+        for (int64_t h = 0; h < 2; ++h)
+            for (int64_t i = c * C; i < std::min(L, c * C + C); ++i, ++n) sum += plain.scores[h][i].item<float>();
+        for (int64_t i = c * C; i < std::min(L, c * C + C); ++i) byEntry[i] = sum / n;
+    }
+    for (int64_t h = 0; h < 2; ++h) {
+        for (int64_t i = 0; i < L; ++i) EXPECT_NEAR(chunked.scores[h][i].item<float>(), byEntry[i], 1e-6);
+        // Both heads keep the same entries: the best chunk whole, then the next best's latest entries.
+        EXPECT_EQ(chunked.keep[h], topPlus(byEntry, {}, B)) << "head " << h;
+    }
+    EXPECT_EQ(chunked.keep[0], chunked.keep[1]);
+}
+
+TEST(CriticalKv, KeepsAFirstStageByScoreThenRanksByValueNormTimesScore) {
+    at::manual_seed(13);
+    // 2 query heads over 1 KV head (G = 2), head_dim 4, hidden 3, 8 entries, budget 5.
+    const int64_t L = 8, D = 4, E = 3, B = 5;
+    const at::Tensor k = at::randn({1, L, D}), v = at::randn({1, L, D}), wo = at::randn({E, 2 * D});
+    const std::string base = "cur:sinks=0,local_window=0,leverage=key";
+    const Plan plain = policy(base)->plan(makeState(k, v, 2, B));
+    LayerState s = makeState(k, v, 2, B);
+    s.outputProjection = wo;
+    const Plan plan = policy(base + ",critical=true,first_stage=0.5")->plan(s);
+    // Plain loops: |W_O v|_1 of each entry through each query head's slice of W_O, averaged over the group.
+    std::vector<double> score(L), second(L);
+    for (int64_t i = 0; i < L; ++i) {
+        double norm = 0;
+        for (int64_t q = 0; q < 2; ++q)
+            for (int64_t e = 0; e < E; ++e) {
+                double o = 0;
+                for (int64_t d = 0; d < D; ++d) o += double(wo[e][q * D + d].item<float>()) * v[0][i][d].item<float>();
+                norm += std::abs(o);
+            }
+        score[i] = plain.scores[0][i].item<float>();
+        second[i] = (score[i] + 1e-4) * norm / 2;
+    }
+    // First stage: floor(0.5 * 5) = 2 entries by the plain score, shown as NaN (a rule decided).
+    const std::vector<int64_t> first = topPlus(score, {}, 2);
+    std::vector<double> ranked = second;
+    for (int64_t i : first) ranked[i] = 1e30;
+    EXPECT_EQ(plan.keep[0], topPlus(ranked, {}, B));
+    for (int64_t i = 0; i < L; ++i) {
+        if (std::find(first.begin(), first.end(), i) != first.end())
+            EXPECT_TRUE(std::isnan(plan.scores[0][i].item<float>())) << i;
+        else
+            EXPECT_NEAR(plan.scores[0][i].item<float>(), second[i], 1e-5 * std::abs(second[i]) + 1e-7) << i;
+    }
+    // Without the output projection it says what it needs.
+    EXPECT_THROW(policy(base + ",critical=true")->plan(makeState(k, v, 2, B)), std::exception);
+}
+
+TEST(Rkv, ImportanceMinusRedundancyByPlainLoops) {
+    at::manual_seed(17);
+    // 2 query heads over 1 KV head, head_dim 4, 10 entries, window 2 (its 2
+    // queries observed), kernel 3, lambda 0.3, budget 6: the window + 4 by score.
+    const int64_t L = 10, D = 4, W = 2, K = 3, B = 6;
+    const double lambda = 0.3;
+    at::Tensor k = at::randn({1, L, D});
+    k[0][7] = k[0][2] * 2;  // a near copy: entry 2's newest duplicate (cos 1) is 7
+    const at::Tensor v = at::randn({1, L, D}), q = at::randn({2, W, D});
+    auto p = policy("rkv:window=2,kernel=3,lambda=0.3");
+    LayerState s = makeState(k, v, 2, B);
+    Observation obs;
+    obs.queries = q;
+    obs.queryPositions = {L - 2, L - 1};
+    p->observe(s, obs);
+    const Plan plan = p->plan(s);
+
+    auto kv = [&](int64_t i, int64_t d) { return double(k[0][i][d].item<float>()); };
+    // Importance of the keys before the window (0..7).
+    const int64_t n = L - W;
+    std::vector<double> mean(n, 0.0), importance(n);
+    for (int64_t r = 0; r < W; ++r) {
+        std::vector<double> logit(n);
+        double top = -1e30, z = 0;
+        for (int64_t j = 0; j < n; ++j) {
+            logit[j] = -1e30;
+            for (int64_t h = 0; h < 2; ++h) {
+                double dot = 0;
+                for (int64_t d = 0; d < D; ++d) dot += q[h][r][d].item<float>() * kv(j, d);
+                logit[j] = std::max(logit[j], dot / std::sqrt(double(D)));
+            }
+            top = std::max(top, logit[j]);
+        }
+        for (int64_t j = 0; j < n; ++j) z += std::exp(logit[j] - top);
+        for (int64_t j = 0; j < n; ++j) mean[j] += std::exp(logit[j] - top) / z / W;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+        importance[j] = 0;
+        for (int64_t i = std::max<int64_t>(0, j - K / 2); i <= std::min(n - 1, j + K / 2); ++i)
+            importance[j] = std::max(importance[j], mean[i]);
+    }
+    // Redundancy over all 10 keys.
+    std::vector<std::vector<double>> sim(L, std::vector<double>(L, 0.0));
+    for (int64_t i = 0; i < L; ++i)
+        for (int64_t j = 0; j < L; ++j) {
+            if (i == j) continue;
+            double dot = 0, ni = 0, nj = 0;
+            for (int64_t d = 0; d < D; ++d) dot += kv(i, d) * kv(j, d), ni += kv(i, d) * kv(i, d), nj += kv(j, d) * kv(j, d);
+            sim[i][j] = dot / ((std::sqrt(ni) + 1e-8) * (std::sqrt(nj) + 1e-8));
+        }
+    for (int64_t i = 0; i < L; ++i) {
+        int64_t last = -1;
+        for (int64_t j = 0; j < L; ++j)
+            if (sim[i][j] > 0.5) last = j;
+        if (last >= 0) sim[i][last] = 0;
+    }
+    EXPECT_EQ(sim[2][7], 0.0);  // the newest copy of entry 2 does not count against it
+    std::vector<double> red(L, 0.0);
+    double z = 0;
+    for (int64_t j = 0; j < L; ++j) {
+        for (int64_t i = 0; i < L; ++i) red[j] += sim[i][j] / L;
+        z += std::exp(red[j]);
+    }
+    std::vector<double> score(n);
+    for (int64_t j = 0; j < n; ++j) {
+        score[j] = lambda * importance[j] - (1 - lambda) * std::exp(red[j]) / z;
+        EXPECT_NEAR(plan.scores[0][j].item<float>(), score[j], 1e-6) << j;
+    }
+    score.push_back(1e30), score.push_back(1e30);  // the window
+    EXPECT_EQ(plan.keep[0], topPlus(score, {8, 9}, B - W));
+    EXPECT_EQ(plan.reasons[0][9], TokenStatus::Window);
+}

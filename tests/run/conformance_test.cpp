@@ -4,6 +4,7 @@
 // registered.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <set>
 
 #include "core/model/model.h"
@@ -35,7 +36,7 @@ std::shared_ptr<const Model> sharedModel() {
 std::set<int64_t> protectedPositions(const PolicyConfig& c, int64_t B, int64_t T) {
     std::set<int64_t> out;
     int64_t sinks = 0, window = 0;
-    if (c.id == "streaming" || c.id == "andpro") sinks = c.getInt("sinks");
+    if (c.has("sinks")) sinks = c.getInt("sinks");  // streaming, andpro, cur, lagkv
     if (c.id == "window") window = B;
     if (c.id == "h2o") window = c.text("recent") == "B/2" ? B / 2 : c.getInt("recent");
     if (c.id == "snapkv" || c.id == "pyramidkv" || c.id == "adakv" || c.id == "andpro" || c.id == "random")
@@ -124,13 +125,21 @@ std::vector<Case> cases() {
     for (const auto& info : policyRegistry())
         if (!info.fullCache)  // the Session's own run 0
         for (const char* b : {"3", "25%", "50%", "60"}) out.push_back({info.id, b});
+    // The wrappers that compose with any scorer (CriticalKV, ChunkKV), on
+    // an attention scorer, a prefill scorer, an attention-free one and together.
+    for (const char* spec : {"h2o:critical=true", "snapkv:critical=true,first_stage=0.25", "tova:chunk_length=4",
+                             "knorm:chunk_length=5,skip_layers=", "adakv:critical=true,chunk_length=3"})
+        for (const char* b : {"3", "25%", "60"}) out.push_back({spec, b});
     return out;
 }
 
 std::string caseName(const ::testing::TestParamInfo<Case>& i) {
     std::string b = i.param.budget;
     if (b.back() == '%') b = b.substr(0, b.size() - 1) + "pct";
-    return i.param.policy + "_" + b;
+    std::string name = i.param.policy + "_" + b;
+    for (char& c : name)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    return name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, Conformance, ::testing::ValuesIn(cases()), caseName);
