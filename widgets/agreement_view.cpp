@@ -85,8 +85,15 @@ void AgreementView::refresh() {
     const bool one = m_scope->currentIndex() == 0;
     QStringList names;
     for (int i = 1; i <= n; ++i) names << QString::fromStdString(m_trace->policies[static_cast<size_t>(i)].label);
-    m_table->setHorizontalHeaderLabels(names);
-    m_table->setVerticalHeaderLabels(names);
+    // Columns by number, rows by number and label: every column stays narrow
+    // enough for the dock, and no label is cut.
+    QStringList numbers, rows;
+    for (int i = 0; i < n; ++i) {
+        numbers << QString::number(i + 1);
+        rows << QStringLiteral("%1 %2").arg(i + 1).arg(names[i]);
+    }
+    m_table->setHorizontalHeaderLabels(numbers);
+    m_table->setVerticalHeaderLabels(rows);
     for (int a = 0; a < n; ++a)
         for (int b = 0; b < n; ++b) {
             const PolicyTrace &pa = m_trace->policies[static_cast<size_t>(a + 1)],

@@ -23,6 +23,7 @@ std::unique_ptr<Policy> makeKeyDiff(const PolicyInfo& info, PolicyConfig config)
 std::unique_ptr<Policy> makeCur(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeLagKv(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeRkv(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeQFilter(const PolicyInfo& info, PolicyConfig config);
 // Loads a TorchScript scorer and registers its policy (script_policy.cpp);
 // the registry's "script:FILE.pt" specs call it.
 std::string loadScriptPolicy(const std::string& file);

@@ -170,6 +170,11 @@ std::deque<PolicyInfo> buildRegistry() {
                          intParam("kernel", "7", 1, 1001, "max-pooling kernel of the importance along the keys"),
                          realParam("lambda", "0.07", 0, 1, "weight of importance against redundancy")},
                         onPrefill)),
+        info("qfilter", "Q-Filters", "Godey et al. 2025, NathanGodey/qfilters; kvpress QFilterPress",
+             "keep the keys that project most on the main direction of the head's prompt queries", prefill, Keys,
+             withCommon({intParam("samples", "3000", 1, kMaxTokens,
+                                  "prompt queries per head the filter is computed from (evenly spaced)")},
+                        onPrefill)),
     };
 }
 

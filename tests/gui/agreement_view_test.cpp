@@ -33,7 +33,8 @@ private Q_SLOTS:
         view.setSelection(1, 5);  // query head 5 of 8 over 2 KV heads: KV head 1
         QCOMPARE(view.table()->rowCount(), 2);
         QCOMPARE(view.table()->columnCount(), 2);
-        QCOMPARE(view.table()->horizontalHeaderItem(1)->text(), QStringLiteral("snapkv"));
+        QCOMPARE(view.table()->horizontalHeaderItem(1)->text(), QStringLiteral("2"));
+        QCOMPARE(view.table()->verticalHeaderItem(1)->text(), QStringLiteral("2 snapkv"));
         // Held in h2o's row of 12: 0,1,2,4 and 6,7,8,10 -> 8; snapkv: 0,1,3,4,6,7,8,10; 7 shared of 9.
         QCOMPARE(view.table()->item(0, 1)->text(), QString::number(7.0 / 9.0, 'f', 3));
         QCOMPARE(view.table()->item(1, 1)->text(), QStringLiteral("1.000"));

@@ -380,3 +380,39 @@ TEST(Rkv, ImportanceMinusRedundancyByPlainLoops) {
     EXPECT_EQ(plan.keep[0], topPlus(score, {8, 9}, B - W));
     EXPECT_EQ(plan.reasons[0][9], TokenStatus::Window);
 }
+
+TEST(QFilter, ScoresKeysOnTheMainDirectionOfTheHeadsPromptQueries) {
+    at::manual_seed(19);
+    // Two query heads over one KV head. Each head's 5 prompt queries lie on
+    // one direction: head 0's mostly along +u0, head 1's mostly along -u1.
+    // Filters (first right singular vector, against the majority): -u0 and
+    // +u1; the KV head's is their mean, and a key scores -<f, k> = <k, u0 - u1> / 2.
+    const int64_t D = 4, L = 9, B = 4;
+    const at::Tensor u0 = at::randn({D}), u1 = at::randn({D});
+    const at::Tensor n0 = u0 / u0.norm(), n1 = u1 / u1.norm();
+    const at::Tensor c0 = at::tensor({3.f, 2.f, -1.f, 4.f, 1.f}), c1 = at::tensor({-2.f, -3.f, 1.f, -1.f, -5.f});
+    const at::Tensor q = at::stack({c0.unsqueeze(1) * n0, c1.unsqueeze(1) * n1}).contiguous();  // [2, 5, D]
+    const at::Tensor k = at::randn({1, L, D});
+    auto p = policy("qfilter");
+    LayerState s = makeState(k, k.clone(), 2, B);
+    s.promptLength = 5;
+    Observation obs;
+    obs.queries = q;
+    obs.queryPositions = {0, 1, 2, 3, 4};
+    p->observe(s, obs);
+    const Plan plan = p->plan(s);
+    std::vector<double> want(L);
+    for (int64_t i = 0; i < L; ++i) {
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d)
+            dot += k[0][i][d].item<float>() * (n0[d].item<float>() - n1[d].item<float>()) / 2;
+        want[i] = dot;
+        EXPECT_NEAR(plan.scores[0][i].item<float>(), want[i], 1e-5) << i;
+    }
+    EXPECT_EQ(plan.keep[0], topPlus(want, {}, B));
+    // Only every other query with samples=3 (5 prompt tokens: stride 2) gives the same directions.
+    auto sampled = policy("qfilter:samples=3");
+    sampled->observe(s, obs);
+    const Plan again = sampled->plan(s);
+    for (int64_t i = 0; i < L; ++i) EXPECT_NEAR(again.scores[0][i].item<float>(), want[i], 1e-5) << i;
+}
