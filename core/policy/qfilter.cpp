@@ -9,7 +9,8 @@
 // The reference computes the filters once on a calibration corpus (about
 // 3000 queries per head) and downloads them; here they come from the
 // prompt being read (at most `samples` of its queries, evenly spaced), so
-// nothing is downloaded. No sinks, no window.
+// nothing is downloaded. No sinks; kvpress keeps no window, the authors'
+// decoding cache keeps the last 64 tokens (`window`, 0 by default).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -23,7 +24,9 @@ namespace {
 class QFilterPolicy : public ScorerPolicy {
 public:
     QFilterPolicy(const PolicyInfo& info, PolicyConfig config)
-        : ScorerPolicy(info, std::move(config)), m_samples(this->config().getInt("samples")) {}
+        : ScorerPolicy(info, std::move(config)),
+          m_samples(this->config().getInt("samples")),
+          m_window(this->config().getInt("window")) {}
 
     void observe(const LayerState& state, const Observation& obs) override {
         if (!obs.queries.defined() || state.promptLength <= 0) return;
@@ -43,6 +46,8 @@ public:
     }
 
 protected:
+    int64_t window(const LayerState&) const override { return m_window; }
+
     at::Tensor score(const LayerState& state) override {
         Layer& l = layer(state.layer);
         if (!l.queries.defined()) return {};  // no prompt query seen: ties keep the most recent
@@ -76,7 +81,7 @@ private:
         return m_layers[static_cast<size_t>(l)];
     }
 
-    int64_t m_samples;
+    int64_t m_samples, m_window;
     std::vector<Layer> m_layers;
 };
 

@@ -173,7 +173,8 @@ std::deque<PolicyInfo> buildRegistry() {
         info("qfilter", "Q-Filters", "Godey et al. 2025, NathanGodey/qfilters; kvpress QFilterPress",
              "keep the keys that project most on the main direction of the head's prompt queries", prefill, Keys,
              withCommon({intParam("samples", "3000", 1, kMaxTokens,
-                                  "prompt queries per head the filter is computed from (evenly spaced)")},
+                                  "prompt queries per head the filter is computed from (evenly spaced)"),
+                         intParam("window", "0", 0, kMaxTokens, "the last W tokens are always kept")},
                         onPrefill)),
     };
 }

@@ -37,9 +37,11 @@ std::set<int64_t> protectedPositions(const PolicyConfig& c, int64_t B, int64_t T
     std::set<int64_t> out;
     int64_t sinks = 0, window = 0;
     if (c.has("sinks")) sinks = c.getInt("sinks");  // streaming, andpro, cur, lagkv
-    if (c.id == "window") window = B;
-    if (c.id == "h2o") window = c.text("recent") == "B/2" ? B / 2 : c.getInt("recent");
-    if (c.id == "snapkv" || c.id == "pyramidkv" || c.id == "adakv" || c.id == "andpro" || c.id == "random")
+    if (c.id == "window")
+        window = B;
+    else if (c.id == "h2o")
+        window = c.text("recent") == "B/2" ? B / 2 : c.getInt("recent");
+    else if (c.has("window"))  // the SnapKV family, random, rkv, qfilter
         window = c.getInt("window");
     sinks = std::min({sinks, B, T});
     window = std::min({window, B - sinks, T - sinks});
