@@ -7,6 +7,7 @@
 #include <QTextDocumentFragment>
 #include <QVBoxLayout>
 
+#include "core/policy/policy_info.h"
 #include "widgets/attention_heatmap.h"
 #include "widgets/head_grid.h"
 #include "widgets/metric_text.h"
@@ -20,12 +21,20 @@ namespace {
 // ("KV 96.0 KiB (46%)" stays whole).
 QString item(const QString& text) { return text.toHtmlEscaped().replace(QLatin1Char(' '), QStringLiteral("&nbsp;")); }
 
+// The hindsight oracle reads the future: its header says it is a bound, not a policy.
+bool isHindsight(const std::string& id) {
+    for (const PolicyInfo& info : policyRegistry())
+        if (info.id == id) return info.hindsight;
+    return false;
+}
+
 QString headerFor(const Trace& t, int policy) {
     const PolicyTrace& p = t.policies[static_cast<size_t>(policy)];
     const double full = static_cast<double>(t.policies[0].bytesHeld);
     const double share = full > 0 ? 100.0 * static_cast<double>(p.bytesHeld) / full : 100.0;
     QStringList items{item(policy == 0 ? QStringLiteral("reference") : QString::fromStdString(p.schedule))};
     if (p.rerotate) items << item(QStringLiteral("re-rotated"));
+    if (isHindsight(p.id)) items << item(QStringLiteral("hindsight: not deployable"));
     items << item(QStringLiteral("KV %1 KiB (%2%)")
                       .arg(static_cast<double>(p.bytesHeld) / 1024.0, 0, 'f', 1)
                       .arg(share, 0, 'f', 0));

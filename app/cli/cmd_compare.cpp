@@ -37,8 +37,12 @@ std::string metric(double v, const char* format, double factor = 1.0) {
 }
 
 void printTable(const Trace& t) {
-    std::printf("%-28s %-13s %9s %12s %9s %7s %9s %8s %8s %9s\n", "policy", "schedule", "budget", "KV held", "mean KL",
-                "top-1", "PPL", "mass", "out cos", "diverged");
+    // With the hindsight oracle: each run's retained attention mass as a share of the oracle's.
+    const PolicyTrace* oracle = nullptr;
+    for (const auto& p : t.policies)
+        if (p.id == "oracle" && !oracle) oracle = &p;
+    std::printf("%-28s %-13s %9s %12s %9s %7s %9s %8s %8s %9s%s\n", "policy", "schedule", "budget", "KV held", "mean KL",
+                "top-1", "PPL", "mass", "out cos", "diverged", oracle ? "  of oracle" : "");
     const double fullBytes = static_cast<double>(t.policies[0].bytesHeld);
     for (const auto& p : t.policies) {
         double avgBudget = 0;
@@ -55,10 +59,13 @@ void printTable(const Trace& t) {
             std::snprintf(diverged, sizeof diverged, "%lld", static_cast<long long>(p.divergedAt));
         else
             std::snprintf(diverged, sizeof diverged, "-");
-        std::printf("%-28s %-13s %9s %12s %9s %7s %9s %8s %8s %9s\n", p.label.substr(0, 28).c_str(),
+        std::string share;
+        if (oracle) share = "  " + metric(p.meanRetainedMass() / oracle->meanRetainedMass(), "%9.1f%%", 100.0);
+        std::printf("%-28s %-13s %9s %12s %9s %7s %9s %8s %8s %9s%s\n", p.label.substr(0, 28).c_str(),
                     p.schedule.c_str(), budget, held, metric(p.meanKl(), "%.4f").c_str(),
                     metric(p.top1Agreement(), "%.1f%%", 100.0).c_str(), metric(p.perplexity(), "%.3f").c_str(),
-                    metric(p.meanRetainedMass(), "%.3f").c_str(), metric(p.meanOutputCosine(), "%.4f").c_str(), diverged);
+                    metric(p.meanRetainedMass(), "%.3f").c_str(), metric(p.meanOutputCosine(), "%.4f").c_str(), diverged,
+                    share.c_str());
         if (!p.budgetNote.empty()) std::printf("    note: %s\n", p.budgetNote.c_str());
         if (!p.failure.empty()) std::printf("    %s\n", p.failure.c_str());
     }
@@ -97,6 +104,7 @@ void runCompare(const CompareArgs& a) {
     so.budget = a.policy.budgetSpec();
     so.teacherForced = !a.freeRunning;
     so.sampling = a.sampling.options();
+    so.plannedSteps = a.steps;
     so.tokenizer = tok;
     if (!a.continuationIds.empty()) so.continuation = parseIdList(a.continuationIds, "--continuation-ids");
     if (!a.continuation.empty()) {

@@ -113,6 +113,7 @@ SessionOptions Worker::optionsFor(const RunRequest& r) const {
     so.tokenizer = m_tokenizer;
     so.teacherForced = r.teacherForced;
     so.attention = {true, r.layer, r.head};
+    so.plannedSteps = r.decodeSteps;
     return so;
 }
 

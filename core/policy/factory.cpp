@@ -19,7 +19,7 @@ std::map<std::string, PolicyMaker>& makers() {
         {"pyramidkv", makeSnapKv},    {"adakv", makeSnapKv},  {"andpro", makeAndPro},
         {"knorm", makeKnorm},         {"keydiff", makeKeyDiff}, {"cur", makeCur},
         {"lagkv", makeLagKv},         {"rkv", makeRkv},
-        {"qfilter", makeQFilter},
+        {"qfilter", makeQFilter},     {"oracle", makeOracle},
     };
     return m;
 }

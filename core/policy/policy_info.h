@@ -47,6 +47,10 @@ struct PolicyInfo {
     std::vector<ParamSpec> params;  // the policy's own, then the common ones
     // A TorchScript scorer's file (absolute), empty for the built-in policies.
     std::string file;
+    // Reads what no deployed cache can know (the hindsight oracle's future
+    // attention, which a Session supplies): left out where policies run
+    // without a Session (benches, plan-level and engine-level sweeps of the registry).
+    bool hindsight = false;
 };
 
 // A policy with every parameter resolved (defaults filled in, values checked).

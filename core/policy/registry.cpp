@@ -90,6 +90,11 @@ PolicyInfo info(std::string id, std::string name, std::string ref, std::string s
             (reads & Keys) != 0, false, std::move(params)};
 }
 
+PolicyInfo hindsight(PolicyInfo p) {
+    p.hindsight = true;
+    return p;
+}
+
 PolicyInfo referenceInfo(std::vector<ParamSpec> params) {
     PolicyInfo full = info("full", "Full cache", "-", "keep everything (the reference for every metric)",
                            Schedule::PrefillOnce, Nothing, std::move(params));
@@ -176,6 +181,14 @@ std::deque<PolicyInfo> buildRegistry() {
                                   "prompt queries per head the filter is computed from (evenly spaced)"),
                          intParam("window", "0", 0, kMaxTokens, "the last W tokens are always kept")},
                         onPrefill)),
+        hindsight(info("oracle", "Hindsight oracle (not deployable)",
+             "upper bound: reads the full cache's future attention, which no deployed cache can",
+             "keep, per KV head, the entries the next predictions will attend to most (the full cache's attention "
+             "of the last prompt query and the next `horizon` decode queries)",
+             prefill, Nothing,
+             withCommon({intParam("horizon", "0", 0, kMaxTokens,
+                                  "decode steps whose queries decide (0: the steps the Session plans, or 16)")},
+                        onPrefill))),
     };
 }
 

@@ -131,6 +131,9 @@ public:
     // [L, Hkv, T] bool on the CPU: which token positions each layer's KV heads hold.
     at::Tensor heldMask() const;
 
+    // The hindsight oracle's view ahead, per layer [Hkv, P] (LayerState::future).
+    void setFuture(std::vector<at::Tensor> perLayer) { m_future = std::move(perLayer); }
+
     // Seconds spent inside the policy so far (observe and the attention
     // re-ordered for it, plan, the cache's apply, the trace record): what
     // eviction costs beyond the model.
@@ -207,6 +210,7 @@ private:
     } m_pending;
     CaptureTarget m_capture;
     bool m_critical = false;           // critical=true: states carry values and W_O
+    std::vector<at::Tensor> m_future;  // the oracle's, per layer
     at::Tensor m_logits;
     std::vector<at::Tensor> m_lastOutputs, m_lastAttention;
     std::vector<std::vector<HeadTrack>> m_track;  // [layer][kv head]

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -51,6 +52,16 @@ constexpr uint64_t kFullStepBytes = 256ull << 20;  // the full cache's per-step 
 
 bool sameConfig(const PolicyConfig& a, const PolicyConfig& b) {
     return a.id == b.id && a.schedule == b.schedule && a.everyN == b.everyN && a.gqa == b.gqa && a.values == b.values;
+}
+
+bool isOracle(const PolicyConfig& c) { return c.id == "oracle"; }
+
+// The decode steps a hindsight oracle reads ahead: its horizon, or the
+// steps the caller plans, or (planning none) the GUI's default 16.
+constexpr int64_t kOracleDefaultHorizon = 16;
+int64_t oracleHorizon(const PolicyConfig& c, int64_t plannedSteps) {
+    const int64_t h = c.getInt("horizon");
+    return h > 0 ? h : plannedSteps > 0 ? plannedSteps : kOracleDefaultHorizon;
 }
 
 bool sameSampling(const SamplingOptions& a, const SamplingOptions& b) {
@@ -144,6 +155,7 @@ struct Session::Impl {
     std::shared_ptr<const Trace> start();
     std::shared_ptr<const Trace> step();
     void readPrompt();
+    void prepareOracles();
     // The runs that read the prompt token by token, each token of all of them in one forward.
     void readOnline(const std::vector<size_t>& online, const std::vector<PromptRecord>& prefixes,
                     const std::function<void()>& check);
@@ -165,6 +177,15 @@ void Session::Impl::validate() const {
         if (id < 0 || id >= c.vocabSize)
             throw ArgumentError("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                                 std::to_string(c.vocabSize) + ")");
+    for (const PolicyConfig& p : opt.policies) {
+        if (!isOracle(p)) continue;
+        if (p.schedule != Schedule::PrefillOnce)
+            throw ArgumentError("oracle: the hindsight oracle chooses once, at the end of the prompt "
+                                "(schedule=prefill_once), from what the next queries will attend to");
+        if (!opt.teacherForced)
+            throw ArgumentError("oracle: the hindsight oracle needs teacher-forced runs (every run reading the "
+                                "full cache's tokens); free-running has no one future to read");
+    }
     if (opt.attention.enabled) {
         if (opt.attention.layer < 0 || opt.attention.layer >= c.numLayers)
             throw ArgumentError("attention capture layer " + std::to_string(opt.attention.layer) + " outside [0, " +
@@ -243,6 +264,9 @@ void Session::Impl::takeOver(Impl& p) {
         for (size_t r = 1; r < runs.size(); ++r)
             for (size_t j = 1; j < p.runs.size(); ++j)
                 if (keepable(j) && sameConfig(runs[r]->config(), p.runs[j]->config()) &&
+                    // an oracle that would read another horizon ahead chooses again
+                    (!isOracle(runs[r]->config()) || oracleHorizon(runs[r]->config(), opt.plannedSteps) ==
+                                                         oracleHorizon(p.runs[j]->config(), po.plannedSteps)) &&
                     runs[r]->budgets().perLayer == p.runs[j]->budgets().perLayer &&
                     runs[r]->budgets().compress == p.runs[j]->budgets().compress &&
                     runs[r]->budgets().note == p.runs[j]->budgets().note) {
@@ -375,6 +399,7 @@ std::shared_ptr<const Trace> Session::Impl::start() {
     // over from it. Its decode steps stay cancellable.
     holdCancel = takenFrom[0] >= 0;
     checkCancel();
+    prepareOracles();
     std::optional<ProgressReporter> progress;
     if (onProgress) progress.emplace(*this);
     readPrompt();
@@ -388,6 +413,49 @@ std::shared_ptr<const Trace> Session::Impl::start() {
     started = true;
     measure();
     return publish(trace());
+}
+
+// The full cache's attention ahead, for the hindsight oracle runs this
+// Session computes: a scout full cache reads the prompt and the next
+// teacher-forced tokens alone (the continuation, or what the full run's own
+// sampler, fresh, will choose), and each layer sums, per KV head and prompt
+// position, the attention the group's query heads give it, from the last
+// prompt query to the horizon's decode query. One scout serves every oracle.
+void Session::Impl::prepareOracles() {
+    std::vector<size_t> oracles;
+    int64_t far = 0;
+    for (size_t r = 1; r < runs.size(); ++r)
+        if (takenFrom[r] < 0 && isOracle(runs[r]->config())) {
+            oracles.push_back(r);
+            far = std::max(far, oracleHorizon(runs[r]->config(), opt.plannedSteps));
+        }
+    if (oracles.empty()) return;
+    const ModelConfig& c = model->config();
+    const int64_t P = static_cast<int64_t>(opt.prompt.size()), Hkv = c.numKvHeads, G = c.groupSize();
+    PolicyRun scout(*model, fullCacheConfig(), opt.budget, P, CaptureTarget{});
+    scout.readPromptShared(opt.prompt, {}, nullptr, [this] { checkCancel(); });
+    Sampler sampler(opt.sampling);
+    std::vector<at::Tensor> sum(static_cast<size_t>(c.numLayers));
+    auto add = [&] {
+        for (size_t l = 0; l < sum.size(); ++l) {
+            const at::Tensor a = scout.lastAttention()[l].narrow(-1, 0, P).to(at::kCPU, at::kFloat).view({Hkv, G, P}).sum(1);
+            sum[l] = sum[l].defined() ? sum[l] + a : a;
+        }
+    };
+    std::map<int64_t, std::vector<at::Tensor>> ahead;  // horizon -> per-layer sums over its queries
+    add();
+    for (int64_t s = 1; s <= far; ++s) {
+        checkCancel();
+        const int64_t t = s - 1 < static_cast<int64_t>(opt.continuation.size()) ? opt.continuation[s - 1]
+                                                                                : sampler.next(scout.logits());
+        if (t < 0 || t >= c.vocabSize)
+            throw ArgumentError("continuation token id " + std::to_string(t) + " is outside the vocabulary");
+        scout.readToken(t);
+        add();
+        for (size_t r : oracles)
+            if (oracleHorizon(runs[r]->config(), opt.plannedSteps) == s) ahead[s] = sum;
+    }
+    for (size_t r : oracles) runs[r]->setFuture(ahead.at(oracleHorizon(runs[r]->config(), opt.plannedSteps)));
 }
 
 void Session::Impl::readPrompt() {

@@ -40,6 +40,9 @@ struct SessionOptions {
     // per-step results and the published Traces. The GUI sets it; a batch
     // run (compare, export, needle) need not hold that memory.
     bool refreshable = false;
+    // Decode steps the caller means to take (0: unknown): the hindsight
+    // oracle's default horizon (`oracle:horizon=0`; 16 when unknown), which it reads ahead.
+    int64_t plannedSteps = 0;
 };
 
 // What a Session took over from the one before it (Session's third constructor).

@@ -44,6 +44,7 @@ SessionOptions sessionOptionsFrom(const SessionFile& file, std::shared_ptr<const
     o.sampling.seed = file.seed;
     o.tokenizer = std::move(tokenizer);
     o.attention = {true, file.view.layer, file.view.head};
+    o.plannedSteps = file.decodeSteps;
     return o;
 }
 

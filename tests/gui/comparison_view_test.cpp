@@ -93,6 +93,18 @@ private Q_SLOTS:
         QVERIFY(v.column(3)->headerText().contains(QStringLiteral("above the context")));
     }
 
+    // The hindsight oracle's column says it is a bound, not a policy; the others do not.
+    void theOraclesHeaderSaysItIsNotDeployable() {
+        auto t = wideTrace(2);
+        t->policies[1].id = t->policies[1].label = "oracle";
+        ui::ComparisonView v;
+        v.resize(900, 700);
+        v.setTrace(t);
+        QVERIFY2(v.column(1)->headerText().contains(QStringLiteral("hindsight: not deployable")),
+                 qPrintable(v.column(1)->headerText()));
+        QVERIFY(!v.column(2)->headerText().contains(QStringLiteral("hindsight")));
+    }
+
     void headersWrapBetweenItems() {
         ui::ComparisonView v;
         QVERIFY(show(v, {700, 760}, 8));
