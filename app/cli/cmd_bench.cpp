@@ -126,7 +126,7 @@ void runBench(const BenchArgs& a) {
     std::vector<PolicyConfig> policies = a.policy.configs();
     if (policies.empty())
         for (const auto& info : policyRegistry())
-            if (!info.fullCache && !info.hindsight) policies.push_back(parsePolicySpec(info.id));
+            if (!info.fullCache && !info.sessionScored) policies.push_back(parsePolicySpec(info.id));
     const std::vector<int64_t> tokens = bench::randomTokens(model, a.seed, a.context + a.steps + 2);
     std::vector<bench::BudgetCase> budgets{bench::atContext(a.context)};
     if (!a.policy.budget.empty() || !a.policy.budgets.empty()) budgets.push_back({a.policy.budget.empty() ? a.policy.budgets : a.policy.budget, a.policy.budgetSpec()});
@@ -153,7 +153,7 @@ void runBench(const BenchArgs& a) {
 std::vector<PolicyConfig> policiesWith(Schedule schedule) {
     std::vector<PolicyConfig> out;
     for (const auto& info : policyRegistry())
-        if (!info.fullCache && !info.hindsight && info.defaultSchedule == schedule) out.push_back(parsePolicySpec(info.id));
+        if (!info.fullCache && !info.sessionScored && info.defaultSchedule == schedule) out.push_back(parsePolicySpec(info.id));
     return out;
 }
 

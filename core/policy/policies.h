@@ -24,8 +24,9 @@ std::unique_ptr<Policy> makeCur(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeLagKv(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeRkv(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeQFilter(const PolicyInfo& info, PolicyConfig config);
-// The hindsight oracle: scores from LayerState::future, which the Session fills.
+// Scored by the Session (LayerState::sessionScores): the hindsight oracle, KVzip.
 std::unique_ptr<Policy> makeOracle(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeKvzip(const PolicyInfo& info, PolicyConfig config);
 // Loads a TorchScript scorer and registers its policy (script_policy.cpp);
 // the registry's "script:FILE.pt" specs call it.
 std::string loadScriptPolicy(const std::string& file);

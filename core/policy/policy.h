@@ -37,10 +37,9 @@ struct LayerState {
     // The layer's output projection W_O [hidden, Hq*D], only for a scorer
     // run with critical=true (its values are filled then too).
     at::Tensor outputProjection;
-    // The hindsight oracle only: [Hkv, P] fp32 by token position (P the
-    // prompt length), the attention the full cache's next queries will give
-    // each prompt token, summed over the group's query heads (Session fills it).
-    at::Tensor future;
+    // Policies the Session scores (PolicyInfo::sessionScored: the hindsight
+    // oracle, KVzip): [Hkv, P] fp32 by token position, P the prompt length.
+    at::Tensor sessionScores;
     at::Device device{at::kCPU};  // where the cache lives
     at::Tensor valid;         // [Hkv, L] bool, undefined when every head holds L entries
     // Per KV head: true position of each entry, increasing (the cache keeps

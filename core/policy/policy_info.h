@@ -47,9 +47,13 @@ struct PolicyInfo {
     std::vector<ParamSpec> params;  // the policy's own, then the common ones
     // A TorchScript scorer's file (absolute), empty for the built-in policies.
     std::string file;
-    // Reads what no deployed cache can know (the hindsight oracle's future
-    // attention, which a Session supplies): left out where policies run
-    // without a Session (benches, plan-level and engine-level sweeps of the registry).
+    // Scored by the Session, which runs the model ahead for it (the
+    // hindsight oracle's future attention, KVzip's reconstruction): left out
+    // where policies run without a Session (benches, plan-level and
+    // engine-level sweeps of the registry).
+    bool sessionScored = false;
+    // Reads what no deployed cache can know (the hindsight oracle): shown as
+    // a bound, not a policy.
     bool hindsight = false;
 };
 

@@ -90,8 +90,9 @@ PolicyInfo info(std::string id, std::string name, std::string ref, std::string s
             (reads & Keys) != 0, false, std::move(params)};
 }
 
-PolicyInfo hindsight(PolicyInfo p) {
-    p.hindsight = true;
+PolicyInfo sessionScored(PolicyInfo p, bool hindsight) {
+    p.sessionScored = true;
+    p.hindsight = hindsight;
     return p;
 }
 
@@ -181,14 +182,22 @@ std::deque<PolicyInfo> buildRegistry() {
                                   "prompt queries per head the filter is computed from (evenly spaced)"),
                          intParam("window", "0", 0, kMaxTokens, "the last W tokens are always kept")},
                         onPrefill)),
-        hindsight(info("oracle", "Hindsight oracle (not deployable)",
+        sessionScored(info("oracle", "Hindsight oracle (not deployable)",
              "upper bound: reads the full cache's future attention, which no deployed cache can",
              "keep, per KV head, the entries the next predictions will attend to most (the full cache's attention "
              "of the last prompt query and the next `horizon` decode queries)",
              prefill, Nothing,
              withCommon({intParam("horizon", "0", 0, kMaxTokens,
                                   "decode steps whose queries decide (0: the steps the Session plans, or 16)")},
-                        onPrefill))),
+                        onPrefill)),
+                      /*hindsight=*/true),
+        sessionScored(info("kvzip", "KVzip", "Kim et al. 2025, snu-mllab/KVzip; kvpress KVzipPress",
+                           "keep the entries the model attends to most when asked to repeat the prompt",
+                           prefill, Nothing,
+                           withCommon({sinks, intParam("chunk", "2048", 16, kMaxTokens,
+                                                       "prompt tokens repeated per reconstruction pass")},
+                                      {"prefill_once", "uniform", "adaptive", "0"})),
+                      /*hindsight=*/false),
     };
 }
 

@@ -155,7 +155,7 @@ LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
         const std::vector<int64_t>& held = m_cache.positions(layer, h);
         s.positions[h].assign(held.begin(), held.end());
     }
-    if (!m_future.empty()) s.future = m_future[static_cast<size_t>(layer)];
+    if (!m_sessionScores.empty()) s.sessionScores = m_sessionScores[static_cast<size_t>(layer)];
     s.budget = m_budgets.perLayer[layer];
     s.seqLen = seqLen;
     s.promptLength = m_promptLength;

@@ -131,8 +131,9 @@ public:
     // [L, Hkv, T] bool on the CPU: which token positions each layer's KV heads hold.
     at::Tensor heldMask() const;
 
-    // The hindsight oracle's view ahead, per layer [Hkv, P] (LayerState::future).
-    void setFuture(std::vector<at::Tensor> perLayer) { m_future = std::move(perLayer); }
+    // What the Session computed ahead for this run's policy, per layer [Hkv, P]
+    // (LayerState::sessionScores: the oracle's future attention, KVzip's reconstruction).
+    void setSessionScores(std::vector<at::Tensor> perLayer) { m_sessionScores = std::move(perLayer); }
 
     // Seconds spent inside the policy so far (observe and the attention
     // re-ordered for it, plan, the cache's apply, the trace record): what
@@ -210,7 +211,7 @@ private:
     } m_pending;
     CaptureTarget m_capture;
     bool m_critical = false;           // critical=true: states carry values and W_O
-    std::vector<at::Tensor> m_future;  // the oracle's, per layer
+    std::vector<at::Tensor> m_sessionScores;  // per layer, for a Session-scored policy
     at::Tensor m_logits;
     std::vector<at::Tensor> m_lastOutputs, m_lastAttention;
     std::vector<std::vector<HeadTrack>> m_track;  // [layer][kv head]

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -156,6 +157,7 @@ struct Session::Impl {
     std::shared_ptr<const Trace> step();
     void readPrompt();
     void prepareOracles();
+    void prepareKvzip();
     // The runs that read the prompt token by token, each token of all of them in one forward.
     void readOnline(const std::vector<size_t>& online, const std::vector<PromptRecord>& prefixes,
                     const std::function<void()>& check);
@@ -400,6 +402,7 @@ std::shared_ptr<const Trace> Session::Impl::start() {
     holdCancel = takenFrom[0] >= 0;
     checkCancel();
     prepareOracles();
+    prepareKvzip();
     std::optional<ProgressReporter> progress;
     if (onProgress) progress.emplace(*this);
     readPrompt();
@@ -455,7 +458,88 @@ void Session::Impl::prepareOracles() {
         for (size_t r : oracles)
             if (oracleHorizon(runs[r]->config(), opt.plannedSteps) == s) ahead[s] = sum;
     }
-    for (size_t r : oracles) runs[r]->setFuture(ahead.at(oracleHorizon(runs[r]->config(), opt.plannedSteps)));
+    for (size_t r : oracles) runs[r]->setSessionScores(ahead.at(oracleHorizon(runs[r]->config(), opt.plannedSteps)));
+}
+
+// KVzip's scores for the runs this Session computes (kvpress KVzipPress):
+// a scout cache reads the prompt; then, chunk by chunk of `chunk` prompt
+// tokens, the model reads a request to repeat it and the chunk again (the
+// instruction — for a later chunk the other wording and the previous
+// chunk's last 8 tokens — a newline, the chunk; no chat template), at most
+// 256 rows a forward. Each layer scores the chunk's keys by every repeat
+// query's softmax over [the chunk's keys | the repeat's own keys, causally],
+// the maximum over the queries and the group's query heads. The repeat is
+// dropped after each chunk. Without a tokenizer the repeat is the chunk alone.
+void Session::Impl::prepareKvzip() {
+    std::map<int64_t, std::vector<size_t>> byChunk;
+    for (size_t r = 1; r < runs.size(); ++r)
+        if (takenFrom[r] < 0 && runs[r]->config().id == "kvzip") byChunk[runs[r]->config().getInt("chunk")].push_back(r);
+    if (byChunk.empty()) return;
+    const ModelConfig& c = model->config();
+    const int64_t P = static_cast<int64_t>(opt.prompt.size()), Hkv = c.numKvHeads, G = c.groupSize(), D = c.headDim;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    auto encode = [&](const char* text) {
+        std::vector<int64_t> ids;
+        if (opt.tokenizer)
+            for (int32_t id : opt.tokenizer->encode(text, false)) ids.push_back(id);
+        return ids;
+    };
+    const std::vector<int64_t> first = encode("\n\nRepeat the previous context exactly."),
+                               later = encode("\n\nRepeat the part of the previous context exactly, starting with"),
+                               newline = encode("\n");
+    constexpr int64_t kRows = 256, kPrevious = 8;
+    KvCache cache = model->newCache();
+    ForwardOptions plain;
+    plain.lastLogitsOnly = true;
+    for (int64_t from = 0; from < P; from += kRows) {
+        checkCancel();
+        const std::vector<int64_t> part(opt.prompt.begin() + from, opt.prompt.begin() + std::min(P, from + kRows));
+        model->forward(part, cache, plain);
+    }
+    for (const auto& [chunk, rs] : byChunk) {
+        std::vector<at::Tensor> table(static_cast<size_t>(c.numLayers));
+        for (at::Tensor& t : table) t = at::zeros({Hkv, P}, at::TensorOptions().dtype(at::kFloat));
+        for (int64_t start = 0; start < P; start += chunk) {
+            const int64_t end = std::min(P, start + chunk), C = end - start;
+            std::vector<int64_t> repeat = start == 0 ? first : later;
+            if (start > 0) repeat.insert(repeat.end(), opt.prompt.begin() + std::max<int64_t>(0, start - kPrevious),
+                                         opt.prompt.begin() + start);
+            repeat.insert(repeat.end(), newline.begin(), newline.end());
+            repeat.insert(repeat.end(), opt.prompt.begin() + start, opt.prompt.begin() + end);
+            std::vector<std::vector<at::Tensor>> repeatKeys(static_cast<size_t>(c.numLayers));
+            std::vector<at::Tensor> best(static_cast<size_t>(c.numLayers));
+            int64_t done = 0;  // repeat rows read before this forward
+            ForwardOptions o;
+            o.lastLogitsOnly = true;
+            o.observer = [&](int64_t l, const LayerCapture& cap) {
+                const at::Tensor q = cap.queries.to(at::kFloat);  // [Hq, n, D]
+                const int64_t n = q.size(1);
+                auto& keys = repeatKeys[static_cast<size_t>(l)];
+                keys.push_back(cap.keys.to(at::kFloat));
+                const at::Tensor own = at::cat(keys, 1);                                             // [Hkv, done+n, D]
+                const at::Tensor ctx = cache.entries(l).k.narrow(1, start, C).to(at::kFloat);      // [Hkv, C, D]
+                const at::Tensor qg = q.view({Hkv, G, n, D});
+                const at::Tensor toCtx = at::matmul(qg, ctx.unsqueeze(1).transpose(-1, -2)) * scale;  // [Hkv, G, n, C]
+                at::Tensor toOwn = at::matmul(qg, own.unsqueeze(1).transpose(-1, -2)) * scale;        // [Hkv, G, n, done+n]
+                const at::Tensor row = at::arange(n, at::TensorOptions().dtype(at::kLong).device(q.device())) + done;
+                const at::Tensor col = at::arange(done + n, at::TensorOptions().dtype(at::kLong).device(q.device()));
+                toOwn = toOwn.masked_fill(col.unsqueeze(0) > row.unsqueeze(1), -std::numeric_limits<float>::infinity());
+                const at::Tensor seen = at::softmax(at::cat({toCtx, toOwn}, -1), -1).narrow(-1, 0, C).amax({1, 2});
+                at::Tensor& b = best[static_cast<size_t>(l)];
+                b = b.defined() ? at::maximum(b, seen) : seen;
+            };
+            for (int64_t from = 0; from < static_cast<int64_t>(repeat.size()); from += kRows) {
+                checkCancel();
+                const std::vector<int64_t> rows(repeat.begin() + from,
+                                                repeat.begin() + std::min<int64_t>(static_cast<int64_t>(repeat.size()), from + kRows));
+                model->forward(rows, cache, o);
+                done += static_cast<int64_t>(rows.size());
+            }
+            for (size_t l = 0; l < table.size(); ++l) table[l].narrow(1, start, C).copy_(best[l].to(at::kCPU));
+            cache.truncate(P);
+        }
+        for (size_t r : rs) runs[r]->setSessionScores(table);
+    }
 }
 
 void Session::Impl::readPrompt() {

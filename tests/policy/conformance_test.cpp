@@ -113,7 +113,7 @@ protected:
 std::vector<std::string> allIds() {
     std::vector<std::string> ids;
     for (const auto& info : policyRegistry())
-        if (!info.hindsight) ids.push_back(info.id);  // the oracle plans on a Session's future (oracle tests)
+        if (!info.sessionScored) ids.push_back(info.id);  // scored by a Session (session_scored tests)
     return ids;
 }
 

@@ -421,7 +421,7 @@ TEST(Oracle, KeepsTheTopBByTheFutureItIsGiven) {
     // 2 KV heads, 8 entries at positions 0..7; the future covers the 6 prompt positions.
     const at::Tensor k = at::randn({2, 8, 4});
     LayerState s = makeState(k, k.clone(), 4, 4);
-    s.future = at::tensor({0.1f, 0.9f, 0.3f, 0.8f, 0.2f, 0.5f, /**/ 0.7f, 0.1f, 0.6f, 0.0f, 0.4f, 0.3f}).view({2, 6});
+    s.sessionScores = at::tensor({0.1f, 0.9f, 0.3f, 0.8f, 0.2f, 0.5f, /**/ 0.7f, 0.1f, 0.6f, 0.0f, 0.4f, 0.3f}).view({2, 6});
     const Plan plan = policy("oracle")->plan(s);
     // Head 0: positions 6 and 7 (after the prompt) are never dropped for the future, then 1 and 3.
     EXPECT_EQ(plan.keep[0], ids({1, 3, 6, 7}));

@@ -5,6 +5,7 @@
 // held, and the process's resident memory
 // after a warm-up does not grow beyond what the caches that grow by
 // definition and the trace's per-token vectors explain.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -88,14 +89,17 @@ TEST(Soak, TwoThousandStepsEveryPolicyStayWithinBudgetAndRss) {
     // caches that grow by definition (the full cache, prefill_once policies'
     // generated tokens), measured; the latest trace's per-token statuses,
     // scores and ranks for every policy, layer and head (9 bytes a token);
-    // 16 MiB of slack for the allocator and the per-step vectors (metrics,
-    // labels, generated ids): measured 12.8 MiB unexplained over 1,800 steps
-    // (about 7 KiB a step). A leak of one KV entry per policy and step
-    // would add 12 × 1800 × 2 KiB = 42 MiB.
+    // 16 MiB of slack per 12 runs for the allocator and the per-step vectors
+    // (metrics, labels, generated ids): with 12 policies 12.8 MiB were
+    // unexplained over 1,800 steps (about 7 KiB a step); it grows with the
+    // runs (2026-12-05: 13 policies 14-16 MiB, 19 policies 21-25 MiB, two
+    // runs each). A leak of one KV entry per policy and step would add
+    // policies × 1800 × 2 KiB (19 policies: 67 MiB).
     const int64_t tokens = kPrompt + kSteps;
     const int64_t traceBytes =
         static_cast<int64_t>(t->policies.size()) * summary.layers * summary.kvHeads * tokens * (1 + 4 + 4);
-    const int64_t allowed = (kvEnd - kvWarm) + 2 * traceBytes + (16 << 20);
+    const int64_t slack = (int64_t{16} << 20) * static_cast<int64_t>(t->policies.size() - 1) / 12;
+    const int64_t allowed = (kvEnd - kvWarm) + 2 * traceBytes + std::max<int64_t>(slack, int64_t{16} << 20);
     std::printf("[ soak     ] %zu policies, %d steps: RSS %.1f MiB after %d steps, %.1f MiB at the end "
                 "(growth %.1f MiB; KV tensors grew %.1f MiB; allowed %.1f MiB); most KV held by an every_step "
                 "policy %.1f KiB\n",

@@ -42,7 +42,7 @@ struct DevicePaths {
 std::vector<PolicyConfig> everyPolicy(const Model& model, const std::string& schedule) {
     std::vector<PolicyConfig> out;
     for (const PolicyInfo& info : policyRegistry()) {
-        if (info.fullCache || info.hindsight) continue;  // the oracle runs prefill_once, teacher-forced only
+        if (info.fullCache || info.sessionScored) continue;  // the oracle, KVzip: prefill_once only
         out.push_back(parsePolicySpec(info.id + ":schedule=" + schedule));
     }
     if (model.config().family != Family::Gpt2)

@@ -43,7 +43,7 @@ SessionOptions everyPolicy(const Model& model, const std::string& schedule) {
     SessionOptions o;
     o.prompt = test::randomTokens(20, model.config().vocabSize, 11);
     for (const PolicyInfo& info : policyRegistry())
-        if (!info.fullCache && !info.hindsight) o.policies.push_back(parsePolicySpec(info.id + ":schedule=" + schedule));
+        if (!info.fullCache && !info.sessionScored) o.policies.push_back(parsePolicySpec(info.id + ":schedule=" + schedule));
     o.budget = parseBudget("8");
     o.attention = {true, 1, 1};
     return o;

@@ -50,7 +50,7 @@ void sharedEqualsAlone(Family family, uint64_t seed) {
     const BudgetSpec budget = parseBudget("16");
     std::vector<PolicyConfig> configs;
     for (const auto& info : policyRegistry()) {
-        if (info.fullCache || info.hindsight) continue;  // the oracle needs a Session's future
+        if (info.fullCache || info.sessionScored) continue;  // scored by a Session (the oracle, KVzip)
         for (const char* schedule : {"prefill_once", "prefill_then_step"})
             configs.push_back(parsePolicySpec(info.id + ":schedule=" + schedule));
     }

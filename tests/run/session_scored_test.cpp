@@ -1,4 +1,4 @@
-// The hindsight oracle (issue 20): at the end of the prompt it keeps, per
+// Policies the Session scores ahead. The hindsight oracle (issue 20): at the end of the prompt it keeps, per
 // layer and KV head, the B prompt tokens the full cache's next queries (the
 // last prompt query and `horizon` decode queries) attend to most, summed
 // over the group's query heads — checked against the attention maps a full
@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/model/model.h"
+#include "core/paths.h"
+#include "core/tokenizer/tokenizer.h"
 #include "core/policy/policy_info.h"
 #include "core/run/session.h"
 #include "tests/support/test_models.h"
@@ -119,4 +121,56 @@ TEST(Oracle, SaysWhatItNeeds) {
     SessionOptions free = optionsWith({"oracle"});
     free.teacherForced = false;
     EXPECT_NE(refused(free).find("teacher-forced"), std::string::npos);
+}
+
+// KVzip on the bundled model (its tokenizer writes the repeat request): each
+// prompt token scores the most attention the model's reading of "repeat the
+// context" + the prompt again gives it — the model's own attention of one
+// forward over prompt + repeat, captured — and each KV head keeps its top B.
+TEST(Kvzip, ScoresEachPromptTokenByTheMostAttentionItsRepeatGives) {
+    const auto dir = bundledModelDir();
+    const auto model = std::shared_ptr<const Model>(Model::load(dir));
+    const auto tok = std::make_shared<const Tokenizer>(Tokenizer::fromFile(dir / "tokenizer.json"));
+    const auto& c = model->config();
+    SessionOptions so;
+    for (int32_t id : tok->encode("the code for the red door is 4 8 2 1 . the small cat sleeps under the tree in the "
+                                  "morning , and the baker walks slowly along the river . what is the code for the red door ?"))
+        so.prompt.push_back(id);
+    so.tokenizer = tok;
+    so.policies = {parsePolicySpec("kvzip:sinks=0,heads=uniform")};
+    const int64_t P = static_cast<int64_t>(so.prompt.size()), B = 12, G = c.numHeads / c.numKvHeads;
+    so.budget = parseBudget(std::to_string(B));
+    Session s(model, so);
+    const auto trace = s.start();
+
+    std::vector<int64_t> all = so.prompt;
+    for (int32_t id : tok->encode("\n\nRepeat the previous context exactly.", false)) all.push_back(id);
+    for (int32_t id : tok->encode("\n", false)) all.push_back(id);
+    all.insert(all.end(), so.prompt.begin(), so.prompt.end());
+    KvCache cache = model->newCache();
+    ForwardOptions o;
+    o.captureAttention = true;
+    const ForwardResult r = model->forward(all, cache, o);
+    const int64_t n = static_cast<int64_t>(all.size());
+    for (int64_t l = 0; l < c.numLayers; ++l) {
+        const at::Tensor probs = cache.byEntry(l, r.attention[l]).to(at::kFloat);  // [Hq, n, n]
+        const at::Tensor want = probs.narrow(1, P, n - P).narrow(2, 0, P).amax(1).view({c.numKvHeads, G, P}).amax(1);
+        for (int64_t kv = 0; kv < c.numKvHeads; ++kv) {
+            const HeadTrace& h = trace->policies[1].layers[l].heads[kv];
+            std::vector<int64_t> order(P), kept;
+            for (int64_t p = 0; p < P; ++p) order[p] = p;
+            std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+                const float x = want[kv][a].item<float>(), y = want[kv][b].item<float>();
+                return x != y ? x > y : a > b;
+            });
+            std::vector<int64_t> top(order.begin(), order.begin() + B);
+            std::sort(top.begin(), top.end());
+            for (int64_t p = 0; p < P; ++p) {
+                if (isHeld(h.status[p])) kept.push_back(p);
+                if (!std::isnan(h.score[p]))
+                    EXPECT_NEAR(h.score[p], want[kv][p].item<float>(), 1e-5) << "layer " << l << " head " << kv << " pos " << p;
+            }
+            EXPECT_EQ(kept, top) << "layer " << l << " KV head " << kv;
+        }
+    }
 }
