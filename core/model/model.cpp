@@ -154,10 +154,14 @@ KvCache Model::newCache(CacheOptions options) const {
     if (options.rerotate && !m->rope)
         throw ArgumentError(std::string("rerotate needs rotary position embeddings; ") + familyName(m->cfg.family) +
                             " has learned absolute positions");
-    Rerotation rerotate;
+    return KvCache(m->cfg.numLayers, m->cfg.numKvHeads, m->cfg.headDim, m->dtype, m->device, rotation(), options);
+}
+
+Rerotation Model::rotation() const {
+    Rerotation rotate;
     if (const Rope* rope = m->rope.get())
-        rerotate = [rope](const at::Tensor& keys, const at::Tensor& deltas) { return rope->apply(keys, deltas); };
-    return KvCache(m->cfg.numLayers, m->cfg.numKvHeads, m->cfg.headDim, m->dtype, m->device, std::move(rerotate), options);
+        rotate = [rope](const at::Tensor& x, const at::Tensor& positions) { return rope->apply(x, positions); };
+    return rotate;
 }
 
 }  // namespace kvlens

@@ -102,6 +102,9 @@ public:
     bool tiedEmbeddings() const;  // lm_head shares the embedding matrix
 
     KvCache newCache(CacheOptions options = {}) const;
+    // The model's rotary embedding as a function (x [H, n, D] turned by
+    // positions [n] or [H, n], negative to undo), empty without one (GPT-2).
+    Rerotation rotation() const;
     ForwardResult forward(const std::vector<int64_t>& tokens, KvCache& cache, const ForwardOptions& options = {}) const;
 
     // Several runs' tokens in one forward (the lockstep Session's decode

@@ -20,7 +20,7 @@ std::map<std::string, PolicyMaker>& makers() {
         {"knorm", makeKnorm},         {"keydiff", makeKeyDiff}, {"cur", makeCur},
         {"lagkv", makeLagKv},         {"rkv", makeRkv},
         {"qfilter", makeQFilter},     {"oracle", makeOracle},
-        {"kvzip", makeKvzip},
+        {"kvzip", makeKvzip},         {"expected_attention", makeExpectedAttention},
     };
     return m;
 }

@@ -24,6 +24,7 @@ std::unique_ptr<Policy> makeCur(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeLagKv(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeRkv(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeQFilter(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeExpectedAttention(const PolicyInfo& info, PolicyConfig config);
 // Scored by the Session (LayerState::sessionScores): the hindsight oracle, KVzip.
 std::unique_ptr<Policy> makeOracle(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeKvzip(const PolicyInfo& info, PolicyConfig config);

@@ -182,6 +182,15 @@ std::deque<PolicyInfo> buildRegistry() {
                                   "prompt queries per head the filter is computed from (evenly spaced)"),
                          intParam("window", "0", 0, kMaxTokens, "the last W tokens are always kept")},
                         onPrefill)),
+        info("expected_attention", "Expected Attention", "Devoto et al. 2025; kvpress ExpectedAttentionPress",
+             "keep the keys the coming queries are expected to attend to (prompt query statistics rotated to the "
+             "next positions), times the value norm",
+             prefill, Keys,
+             withCommon({sinks, intParam("n_future", "512", 1, 1e6, "future positions the query statistics are rotated over"),
+                         {"covariance", Type::Bool, "true", 0, 0, {}, "add the queries' covariance term kᵀΣk/(2d)"},
+                         {"vnorm", Type::Bool, "true", 0, 0, {}, "multiply by the value's L2 norm"},
+                         realParam("epsilon", "0", 0, 1e6, "added to the expected attention before the value norm")},
+                        onPrefill)),
         sessionScored(info("oracle", "Hindsight oracle (not deployable)",
              "upper bound: reads the full cache's future attention, which no deployed cache can",
              "keep, per KV head, the entries the next predictions will attend to most (the full cache's attention "

@@ -107,7 +107,8 @@ PolicyRun::PolicyRun(const Model& model, PolicyConfig config, const BudgetSpec& 
       m_budgets(budgetsFor(m_config, budget, promptLength, model.config().numLayers)),
       m_promptLength(promptLength),
       m_capture(capture),
-      m_critical(m_policy && m_config.has("critical") && m_config.getBool("critical")) {
+      m_critical(m_policy && m_config.has("critical") && m_config.getBool("critical")),
+      m_rotation(model.rotation()) {
     const auto& c = model.config();
     m_track.assign(c.numLayers, std::vector<HeadTrack>(c.numKvHeads));
     m_lastPlan.resize(c.numLayers);
@@ -156,6 +157,7 @@ LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
         s.positions[h].assign(held.begin(), held.end());
     }
     if (!m_sessionScores.empty()) s.sessionScores = m_sessionScores[static_cast<size_t>(layer)];
+    s.rotate = m_rotation;
     s.budget = m_budgets.perLayer[layer];
     s.seqLen = seqLen;
     s.promptLength = m_promptLength;

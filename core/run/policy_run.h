@@ -211,6 +211,7 @@ private:
     } m_pending;
     CaptureTarget m_capture;
     bool m_critical = false;           // critical=true: states carry values and W_O
+    Rerotation m_rotation;             // the model's RoPE, for LayerState::rotate
     std::vector<at::Tensor> m_sessionScores;  // per layer, for a Session-scored policy
     at::Tensor m_logits;
     std::vector<at::Tensor> m_lastOutputs, m_lastAttention;

@@ -430,3 +430,84 @@ TEST(Oracle, KeepsTheTopBByTheFutureItIsGiven) {
     // Outside a Session it has nothing to read and says so.
     EXPECT_THROW(policy("oracle")->plan(makeState(k, k.clone(), 4, 4)), std::exception);
 }
+
+TEST(ExpectedAttention, ExpectedLogitsOfTheRotatedQueryStatisticsByPlainLoops) {
+    at::manual_seed(23);
+    // 2 query heads over 1 KV head, head_dim 4, 6 prompt tokens (1 sink),
+    // statistics rotated over 3 future positions (6, 7, 8). HF's RoPE
+    // (rotate half, theta 10000) written out here.
+    const int64_t D = 4, T = 6, S = 1, F = 3;
+    auto angle = [&](int64_t pos, int64_t d) { return double(pos) * std::pow(10000.0, -2.0 * double(d % (D / 2)) / D); };
+    auto rope = [&](const at::Tensor& x, const at::Tensor& positions) {  // x [H, n, D], positions [n]
+        at::Tensor out = x.clone();
+        for (int64_t h = 0; h < x.size(0); ++h)
+            for (int64_t i = 0; i < x.size(1); ++i) {
+                const int64_t p = positions[i].item<int64_t>();
+                for (int64_t d = 0; d < D; ++d) {
+                    const double half = d < D / 2 ? -x[h][i][d + D / 2].item<float>() : x[h][i][d - D / 2].item<float>();
+                    out[h][i][d] = x[h][i][d].item<float>() * std::cos(angle(p, d)) + half * std::sin(angle(p, d));
+                }
+            }
+        return out;
+    };
+    const at::Tensor pre = at::randn({2, T, D}), k = at::randn({1, T, D}), v = at::randn({1, T, D});
+    const at::Tensor post = rope(pre, at::arange(T, at::kLong));
+    auto p = policy("expected_attention:sinks=1,n_future=3");
+    LayerState s = makeState(k, v, 2, 3);
+    s.promptLength = T;
+    s.seqLen = T;
+    s.rotate = rope;
+    Observation obs;
+    obs.queries = post;
+    for (int64_t i = 0; i < T; ++i) obs.queryPositions.push_back(i);
+    p->observe(s, obs);
+    const Plan plan = p->plan(s);
+
+    // R̄: the mean over t of HF's rotation at position t, as a matrix acting on column vectors.
+    std::vector<std::vector<double>> R(D, std::vector<double>(D, 0.0));
+    for (int64_t t = T; t < T + F; ++t)
+        for (int64_t d = 0; d < D; ++d) {
+            R[d][d] += std::cos(angle(t, d)) / F;
+            if (d < D / 2) R[d][d + D / 2] -= std::sin(angle(t, d)) / F;
+            else R[d][d - D / 2] += std::sin(angle(t, d)) / F;
+        }
+    std::vector<double> score(T, 0.0);
+    for (int64_t h = 0; h < 2; ++h) {
+        std::vector<double> mu(D, 0.0), mu2(D, 0.0);
+        std::vector<std::vector<double>> cov(D, std::vector<double>(D, 0.0)), tmp = cov, cov2 = cov;
+        const int64_t n = T - S;
+        for (int64_t i = S; i < T; ++i)
+            for (int64_t a = 0; a < D; ++a) mu[a] += pre[h][i][a].item<float>() / n;
+        for (int64_t i = S; i < T; ++i)
+            for (int64_t a = 0; a < D; ++a)
+                for (int64_t b = 0; b < D; ++b)
+                    cov[a][b] += (pre[h][i][a].item<float>() - mu[a]) * (pre[h][i][b].item<float>() - mu[b]) / n;
+        for (int64_t a = 0; a < D; ++a)
+            for (int64_t b = 0; b < D; ++b) mu2[a] += R[a][b] * mu[b];
+        for (int64_t a = 0; a < D; ++a)
+            for (int64_t b = 0; b < D; ++b)
+                for (int64_t c = 0; c < D; ++c) tmp[a][b] += R[a][c] * cov[c][b];
+        for (int64_t a = 0; a < D; ++a)
+            for (int64_t b = 0; b < D; ++b)
+                for (int64_t c = 0; c < D; ++c) cov2[a][b] += tmp[a][c] * R[b][c];
+        std::vector<double> logit(T, 0.0);
+        double z = 0;
+        for (int64_t j = S; j < T; ++j) {
+            for (int64_t a = 0; a < D; ++a) {
+                logit[j] += mu2[a] * k[0][j][a].item<float>() / std::sqrt(double(D));
+                for (int64_t b = 0; b < D; ++b)
+                    logit[j] += k[0][j][a].item<float>() * cov2[a][b] * k[0][j][b].item<float>() / (2.0 * D);
+            }
+            z += std::exp(logit[j]);
+        }
+        for (int64_t j = S; j < T; ++j) score[j] += std::exp(logit[j]) / z / 2;
+    }
+    for (int64_t j = S; j < T; ++j) {
+        double vn = 0;
+        for (int64_t a = 0; a < D; ++a) vn += double(v[0][j][a].item<float>()) * v[0][j][a].item<float>();
+        score[j] *= std::sqrt(vn);
+        EXPECT_NEAR(plan.scores[0][j].item<float>(), score[j], 1e-5) << j;
+    }
+    EXPECT_EQ(plan.reasons[0][0], TokenStatus::Sink);
+    EXPECT_EQ(plan.keep[0], topPlus(score, {0}, 2));
+}
