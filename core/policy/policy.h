@@ -40,8 +40,9 @@ struct LayerState {
     // Policies the Session scores (PolicyInfo::sessionScored: the hindsight
     // oracle, KVzip): [Hkv, P] fp32 by token position, P the prompt length.
     at::Tensor sessionScores;
-    // The model's rotary embedding (Model::rotation), empty without one:
-    // for policies that need queries before RoPE or at future positions.
+    // The model's rotary embedding (Model::rotation), empty without one, for
+    // policies that read keys (usesKeys) and need queries before RoPE or at
+    // future positions.
     Rerotation rotate;
     at::Device device{at::kCPU};  // where the cache lives
     at::Tensor valid;         // [Hkv, L] bool, undefined when every head holds L entries

@@ -145,6 +145,7 @@ LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
         s.values = e.v;
         s.valid = e.valid;
         if (m_critical) s.outputProjection = m_model.outputProjection(layer);
+        s.rotate = m_rotation;  // only where keys are read: the other policies' every-step states skip the copy
     } else {
         s.valid = m_cache.entryValid(layer);
     }
@@ -157,7 +158,6 @@ LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
         s.positions[h].assign(held.begin(), held.end());
     }
     if (!m_sessionScores.empty()) s.sessionScores = m_sessionScores[static_cast<size_t>(layer)];
-    s.rotate = m_rotation;
     s.budget = m_budgets.perLayer[layer];
     s.seqLen = seqLen;
     s.promptLength = m_promptLength;
