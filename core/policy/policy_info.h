@@ -97,6 +97,10 @@ bool isFullCache(const std::string& id);
 // Whether a config's KV heads get different budgets (heads=adaptive: Ada-KV,
 // AnDPro, or any scorer with that allocator).
 bool adaptiveHeads(const PolicyConfig& config);
+// Whether a config keeps by threshold (select=threshold: every entry scoring
+// at least `threshold`, however many that is; DMS-style): its budget only
+// sizes the protected sets, and what each layer and head holds is the outcome.
+bool thresholdSelect(const PolicyConfig& config);
 // Throws ArgumentError listing the known ids.
 const PolicyInfo& findPolicy(const std::string& id);
 // "id" or "id:k=v,k=v". Throws ArgumentError naming the unknown id, the

@@ -64,6 +64,11 @@ std::vector<ParamSpec> withCommon(std::vector<ParamSpec> own, const CommonDefaul
     own.push_back({"critical", Type::Bool, "false", 0, 0, {},
                    "CriticalKV: after a first stage by score, rank the rest by (score + 1e-4) x |W_O v|"});
     own.push_back(realParam("first_stage", "0.5", 0, 1, "CriticalKV: share of the scored budget kept by score alone"));
+    own.push_back(choiceParam("select", "budget", {"budget", "threshold"},
+                              "budget: keep the best entries up to the budget; threshold: keep every entry scoring "
+                              "at least `threshold` (the budget only sizes sinks/window/recent)"));
+    own.push_back(realParam("threshold", "0", -1e30, 1e30,
+                            "select=threshold: entries scoring below this are evicted (in the policy's score units)"));
     own.push_back(intParam("chunk_length", "1", 1, 4096,
                            "ChunkKV: keep whole chunks of this many positions by their mean score over the KV heads "
                            "(1: token by token)"));
@@ -384,6 +389,8 @@ bool isFullCache(const std::string& id) { return id == fullCachePolicy().id; }
 bool isFullCache(const PolicyConfig& config) { return isFullCache(config.id); }
 
 bool adaptiveHeads(const PolicyConfig& config) { return config.has("heads") && config.text("heads") == "adaptive"; }
+
+bool thresholdSelect(const PolicyConfig& config) { return config.has("select") && config.text("select") == "threshold"; }
 
 const PolicyInfo& findPolicy(const std::string& id) {
     std::vector<std::string> ids;

@@ -226,7 +226,9 @@ ScorerPolicy::ScorerPolicy(const PolicyInfo& info, PolicyConfig config)
       m_alpha(this->config().has("alpha") ? this->config().getReal("alpha") : 0.0),
       m_chunk(this->config().has("chunk_length") ? this->config().getInt("chunk_length") : 1),
       m_critical(this->config().has("critical") && this->config().getBool("critical")),
-      m_firstStage(this->config().has("first_stage") ? this->config().getReal("first_stage") : 0.5) {}
+      m_firstStage(this->config().has("first_stage") ? this->config().getReal("first_stage") : 0.5),
+      m_threshold(thresholdSelect(this->config())),
+      m_tau(this->config().has("threshold") ? static_cast<float>(this->config().getReal("threshold")) : 0.f) {}
 
 Plan ScorerPolicy::plan(const LayerState& state) {
     const int64_t B = std::max<int64_t>(0, state.budget), H = state.numKvHeads;
@@ -243,7 +245,15 @@ Plan ScorerPolicy::plan(const LayerState& state) {
         total += state.length(h);
         protectedTotal += prot[h].count();
     }
-    if (m_adaptive && total > H * B) {
+    if (m_threshold) {
+        // DMS-style: every candidate scoring at least tau stays, however
+        // many that is; a NaN score (a rule's, or none) does not reach it.
+        const float* s = plan.scores.data_ptr<float>();
+        const int64_t L = plan.scores.size(1);
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = prot[h].sinks; i < state.length(h) - prot[h].window; ++i)
+                if (s[h * L + i] >= m_tau) plan.reasons[h][i] = TokenStatus::Score;
+    } else if (m_adaptive && total > H * B) {
         // Ada-KV's safeguard: ⌊α·(B − W)⌋ of what the rules leave to scores
         // (the epsilon keeps 0.29·100 at 29 despite binary fractions).
         const Protected nominal = protectedSet(std::numeric_limits<int64_t>::max(), S, W, B);

@@ -5,7 +5,8 @@
 // the rest of the budget by top-k per head (heads=uniform) or by Ada-KV's
 // layer-wide allocation with a per-head floor (heads=adaptive, alpha).
 // Two wrappers compose with every scorer: CriticalKV (critical=true,
-// first_stage) and ChunkKV (chunk_length).
+// first_stage) and ChunkKV (chunk_length); select=threshold keeps every
+// candidate scoring at least `threshold` instead of the best up to the budget.
 // Internal to core (uses ATen).
 #include <ATen/core/Tensor.h>
 
@@ -35,6 +36,8 @@ private:
     int64_t m_chunk;     // ChunkKV's chunk_length (1: off)
     bool m_critical;     // CriticalKV's value-norm second stage
     double m_firstStage;
+    bool m_threshold;    // select=threshold: keep every candidate scoring >= m_tau
+    float m_tau;
 };
 
 // Keeps every entry (full; layers a policy skips); scores NaN, reasons

@@ -57,7 +57,9 @@ void checkPlanHolds(const PolicyConfig& config, const LayerState& st, const Plan
     // Keeping every entry is always allowed (knorm's skipped layers).
     bool everything = true;
     for (int64_t h = 0; h < st.numKvHeads; ++h) everything &= static_cast<int64_t>(plan.keep[h].size()) == st.length(h);
-    const bool perHead = adaptiveHeads(config) || everything;
+    // A threshold keeps what scores high enough: no budget to hold to.
+    const bool byThreshold = thresholdSelect(config);
+    const bool perHead = adaptiveHeads(config) || everything || byThreshold;
     int64_t kept = 0;
     for (int64_t h = 0; h < st.numKvHeads; ++h) {
         const auto& keep = plan.keep[h];
@@ -77,7 +79,7 @@ void checkPlanHolds(const PolicyConfig& config, const LayerState& st, const Plan
                        (isKept ? " is kept but marked evicted" : " is evicted but marked kept (a protected entry?)"));
         }
     }
-    if (!everything && kept > st.numKvHeads * st.budget)
+    if (!everything && !byThreshold && kept > st.numKvHeads * st.budget)
         broken("the layer keeps " + std::to_string(kept) + " entries, budget " + std::to_string(st.numKvHeads) + " x " +
                std::to_string(st.budget));
 }
@@ -108,6 +110,7 @@ PolicyRun::PolicyRun(const Model& model, PolicyConfig config, const BudgetSpec& 
       m_promptLength(promptLength),
       m_capture(capture),
       m_critical(m_policy && m_config.has("critical") && m_config.getBool("critical")),
+      m_threshold(m_policy && thresholdSelect(m_config)),
       m_rotation(model.rotation()) {
     const auto& c = model.config();
     m_track.assign(c.numLayers, std::vector<HeadTrack>(c.numKvHeads));
@@ -310,7 +313,7 @@ void PolicyRun::trim() {
     for (int64_t l = 0; l < c.numLayers; ++l) {
         int64_t total = 0;
         for (int64_t h = 0; h < c.numKvHeads; ++h) total += m_cache.length(l, h);
-        if (total <= c.numKvHeads * m_budgets.perLayer[l]) continue;
+        if (total <= c.numKvHeads * m_budgets.perLayer[l] && !m_threshold) continue;
         LayerState st = takeState(l, m_cache.seqLen());
         Plan plan = m_policy->plan(st);
         checkPlanHolds(m_config, st, plan);
@@ -530,7 +533,7 @@ bool PolicyRun::readsPromptTokenByToken() const {
 }
 
 int64_t PolicyRun::untouchedPrefix() const {
-    if (!m_policy || sharesPrefill() || m_promptDone) return 0;
+    if (!m_policy || sharesPrefill() || m_promptDone || m_threshold) return 0;  // a threshold may trim at once
     // Until a layer holds more than its budget no trim evicts anything (a
     // band hides nothing either: a query at or before position B sees every
     // key), so every run reads that prefix with full attention.
@@ -539,7 +542,8 @@ int64_t PolicyRun::untouchedPrefix() const {
 }
 
 std::vector<PositionBand> PolicyRun::prefillBand() const {
-    if (!m_policy || m_config.schedule != Schedule::EveryStep || m_cache.rerotate() || m_promptDone) return {};
+    if (!m_policy || m_config.schedule != Schedule::EveryStep || m_cache.rerotate() || m_promptDone || m_threshold)
+        return {};
     std::vector<PositionBand> band(m_budgets.perLayer.size());
     for (size_t l = 0; l < band.size(); ++l)
         if (!m_policy->positionalBand(m_budgets.perLayer[l], &band[l])) return {};
@@ -594,6 +598,11 @@ void PolicyRun::fillTrace(PolicyTrace& out) const {
     for (size_t l = 0; l < m_track.size(); ++l) {
         LayerTrace& lt = out.layers[l];
         lt.budget = m_budgets.perLayer[l];
+        if (m_threshold) {  // what the threshold left: the fullest KV head (each head's count is its `held`)
+            lt.budget = 0;
+            for (size_t h = 0; h < m_track[l].size(); ++h)
+                lt.budget = std::max(lt.budget, m_cache.length(static_cast<int64_t>(l), static_cast<int64_t>(h)));
+        }
         lt.heads.resize(m_track[l].size());
         for (size_t h = 0; h < m_track[l].size(); ++h) {
             const HeadTrack& t = m_track[l][h];

@@ -31,7 +31,7 @@ struct PromptRecord {
 };
 
 // A plan's promises, checked by every trim: the layer keeps at most
-// Hkv x budget entries, each head at most the budget unless the policy
+// Hkv x budget entries (none with select=threshold), each head at most the budget unless the policy
 // allocates per head (keeping everything is always fine), and an entry is
 // kept exactly when its reason is not Evicted (so protected entries stay).
 // Throws Error naming the policy and the layer.
@@ -211,6 +211,7 @@ private:
     } m_pending;
     CaptureTarget m_capture;
     bool m_critical = false;           // critical=true: states carry values and W_O
+    bool m_threshold = false;          // select=threshold: every trim plans every layer, the budget is an outcome
     Rerotation m_rotation;             // the model's RoPE, for LayerState::rotate
     std::vector<at::Tensor> m_sessionScores;  // per layer, for a Session-scored policy
     at::Tensor m_logits;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
+#include "core/run/policy_run.h"
 #include "fixtures.h"
 
 using namespace kvlens;
@@ -243,6 +245,35 @@ TEST(LagKv, RanksEachPartitionAgainstTheNextPartitionsRange) {
     // Shorter than sinks + 2 lag: by recency, StreamingLLM's set.
     const Plan shortPlan = policy("lagkv:sinks=2,lag=8")->plan(makeState(k, v, 1, 5));
     EXPECT_EQ(shortPlan.keep[0], ids({0, 1, 10, 11, 12}));
+}
+
+TEST(Threshold, KeepsEveryCandidateScoringAtLeastTauWhateverTheBudget) {
+    // knorm scores -|k|: head 0 norms 5, 1, 2, 10, 3; head 1 norms 1, 1, 1, 1, 7.
+    const at::Tensor k = at::tensor({3.f, 4.f, 1.f, 0.f, 0.f, 2.f, 6.f, 8.f, 3.f, 0.f,  //
+                                     1.f, 0.f, 0.f, 1.f, 1.f, 0.f, 0.f, 1.f, 7.f, 0.f})
+                             .view({2, 5, 2});
+    auto plan = [&](const std::string& spec, int64_t budget) {
+        return policy(spec)->plan(makeState(k, k.clone(), 2, budget, {}, 2));
+    };
+    // tau = -2.5: head 0 keeps norms 1 and 2, head 1 its four unit keys, at budget 1 or 4 alike.
+    for (int64_t budget : {1, 4}) {
+        const Plan p = plan("knorm:select=threshold,threshold=-2.5", budget);
+        EXPECT_EQ(p.keep[0], ids({1, 2})) << budget;
+        EXPECT_EQ(p.keep[1], ids({0, 1, 2, 3})) << budget;
+        EXPECT_EQ(p.reasons[1][3], TokenStatus::Score);
+        EXPECT_EQ(p.reasons[1][4], TokenStatus::Evicted);
+    }
+    // A score equal to tau stays (kvpress DMSPress evicts strictly below).
+    EXPECT_EQ(plan("knorm:select=threshold,threshold=-2", 2).keep[0], ids({1, 2}));
+    EXPECT_EQ(plan("knorm:select=threshold,threshold=-1.5", 2).keep[0], ids({1}));
+    // Protected sets still come from the budget: StreamingLLM's rules have no score to reach tau, so at
+    // budget 3 it keeps its sink and the last two, as it does by budget.
+    EXPECT_EQ(plan("streaming:sinks=1,select=threshold,threshold=-100", 3).keep[0], ids({0, 3, 4}));
+    // The plan's promises hold without a budget to hold to (a layer may keep more than Hkv x B).
+    const LayerState st = makeState(k, k.clone(), 2, 1, {}, 2);
+    const PolicyConfig c = parsePolicySpec("knorm:select=threshold,threshold=-2.5");
+    EXPECT_NO_THROW(checkPlanHolds(c, st, policy(c.label())->plan(st)));
+    EXPECT_THROW(checkPlanHolds(parsePolicySpec("knorm"), st, policy(c.label())->plan(st)), Error);
 }
 
 TEST(ChunkKv, KeepsTheChunksOfBestMeanScoreOverEveryHead) {

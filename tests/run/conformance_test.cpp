@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cmath>
 #include <set>
 
 #include "core/model/model.h"
@@ -100,6 +101,63 @@ TEST_P(Conformance, KeptSetsHaveTheBudgetAndTheProtectedSets) {
     for (int64_t s = 0; s < kSteps; ++s) trace = session.step();  // decoding keeps the invariants running
     EXPECT_EQ(trace->policies[1].metrics.size(), static_cast<size_t>(kSteps + 1));
 }
+
+// select=threshold (DMS-style): every entry a score decided is held exactly
+// when it scored at least tau; the layer's budget in the Trace is what its
+// fullest KV head holds; the protected sets stay. Runs on through decode steps.
+class Threshold : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Threshold, HoldsExactlyTheEntriesScoringAtLeastTau) {
+    auto model = sharedModel();
+    SessionOptions so;
+    so.prompt = test::randomTokens(kPrompt, model->config().vocabSize, 5);
+    so.policies = {parsePolicySpec(GetParam())};
+    so.budget = parseBudget("25%");
+    Session session(model, so);
+    auto trace = session.start();
+    for (int64_t s = 0; s < kSteps; ++s) trace = session.step();
+    const PolicyConfig& cfg = so.policies[0];
+    const double tau = cfg.getReal("threshold");
+    const PolicyTrace& p = trace->policies[1];
+    const int64_t T = static_cast<int64_t>(trace->tokens.size());
+    int64_t keptByScore = 0, evictedByScore = 0;
+    std::set<int64_t> heldCounts;
+    for (int64_t l = 0; l < trace->numLayers; ++l) {
+        SCOPED_TRACE("layer " + std::to_string(l));
+        const LayerTrace& lt = p.layers[l];
+        int64_t fullest = 0;
+        for (const HeadTrace& h : lt.heads) {
+            fullest = std::max(fullest, h.held);
+            heldCounts.insert(h.held);
+            int64_t held = 0;
+            for (int64_t pos = 0; pos < T; ++pos) {
+                held += isHeld(h.status[pos]) ? 1 : 0;
+                if (h.status[pos] == TokenStatus::Score) {
+                    EXPECT_GE(h.score[pos], tau) << "position " << pos;
+                    ++keptByScore;
+                } else if (h.status[pos] == TokenStatus::Evicted && !std::isnan(h.score[pos])) {
+                    EXPECT_LT(h.score[pos], tau) << "position " << pos;
+                    ++evictedByScore;
+                }
+            }
+            EXPECT_EQ(held, h.held);
+        }
+        EXPECT_EQ(lt.budget, fullest) << "a threshold's budget is what its fullest head holds";
+    }
+    EXPECT_GT(keptByScore, 0) << "tau must keep some entries for the test to mean anything";
+    EXPECT_GT(evictedByScore, 0) << "tau must evict some entries for the test to mean anything";
+    EXPECT_GT(heldCounts.size(), 1u) << "heads hold what their scores earn, not one budget";
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, Threshold,
+                         ::testing::Values("snapkv:select=threshold,threshold=0.2,window=8",
+                                           "h2o:select=threshold,threshold=0.5,schedule=every_step",
+                                           "knorm:select=threshold,threshold=-3,skip_layers=",
+                                           "tova:select=threshold,threshold=0.02"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                             std::string id = i.param.substr(0, i.param.find(':'));
+                             return id + std::to_string(i.index);
+                         });
 
 class NoEviction : public ::testing::TestWithParam<std::string> {};
 
