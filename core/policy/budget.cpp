@@ -166,8 +166,8 @@ LayerBudgets allocateFor(const PolicyConfig& config, const BudgetSpec& spec, int
 LayerBudgets policyBudgets(const PolicyConfig& config, const BudgetSpec& spec, int64_t promptLength,
                            int64_t numLayers) {
     LayerBudgets out = allocateFor(config, spec, promptLength, numLayers);
-    // A threshold keeps what scores high enough, whatever the budget: it always compresses.
-    if (thresholdSelect(config)) out.compress = true;
+    // A threshold (or a rule of the policy's own) keeps what it keeps, whatever the budget: it always compresses.
+    if (budgetIsOutcome(config)) out.compress = true;
     // The clamp of what the user typed comes first: it is the one they did not expect.
     if (!spec.note.empty()) out.note = out.note.empty() ? spec.note : spec.note + "; " + out.note;
     return out;

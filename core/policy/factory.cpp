@@ -21,6 +21,7 @@ std::map<std::string, PolicyMaker>& makers() {
         {"lagkv", makeLagKv},         {"rkv", makeRkv},
         {"qfilter", makeQFilter},     {"oracle", makeOracle},
         {"kvzip", makeKvzip},         {"expected_attention", makeExpectedAttention},
+        {"cake", makeCake},           {"duo", makeDuoAttention},
     };
     return m;
 }

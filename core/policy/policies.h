@@ -2,6 +2,7 @@
 // One maker per policy file (core/policy/<id>.cpp); the factory picks by id.
 // Internal to core/policy.
 #include <memory>
+#include <vector>
 
 #include "core/policy/policy.h"
 
@@ -25,6 +26,13 @@ std::unique_ptr<Policy> makeLagKv(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeRkv(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeQFilter(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeExpectedAttention(const PolicyInfo& info, PolicyConfig config);
+std::unique_ptr<Policy> makeCake(const PolicyInfo& info, PolicyConfig config);
+// CAKE's layer budgets (cake.cpp): the budgets beyond the window W of
+// `given` shared out in proportion to each layer's preference, capped at
+// N - W, rounded as cake/utils.py adjust_budgets does; window added back.
+std::vector<int64_t> cakeLayerBudgets(const std::vector<int64_t>& given, const std::vector<double>& pref, int64_t W,
+                                      int64_t N);
+std::unique_ptr<Policy> makeDuoAttention(const PolicyInfo& info, PolicyConfig config);
 // Scored by the Session (LayerState::sessionScores): the hindsight oracle, KVzip.
 std::unique_ptr<Policy> makeOracle(const PolicyInfo& info, PolicyConfig config);
 std::unique_ptr<Policy> makeKvzip(const PolicyInfo& info, PolicyConfig config);

@@ -117,6 +117,16 @@ public:
     // mask with the same result (POLICIES.md allows it).
     virtual bool positionalBand(int64_t budget, PositionBand* band) const { return (void)budget, (void)band, false; }
 
+    // Decisions across layers (CAKE's layer budgets, DuoAttention's head
+    // split): when crossLayer(), every trim first calls planAcrossLayers
+    // with the state of every layer (each layer's plan then gets its own
+    // back) and the layer budgets the allocator gave, which the policy may
+    // redistribute before any layer plans.
+    virtual bool crossLayer() const { return false; }
+    virtual void planAcrossLayers(const std::vector<LayerState>& states, std::vector<int64_t>& perLayer) {
+        (void)states, (void)perLayer;
+    }
+
 protected:
     Policy(const PolicyInfo& info, PolicyConfig config) : m_info(&info), m_config(std::move(config)) {}
 

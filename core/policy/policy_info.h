@@ -55,6 +55,9 @@ struct PolicyInfo {
     // Reads what no deployed cache can know (the hindsight oracle): shown as
     // a bound, not a policy.
     bool hindsight = false;
+    // Keeps by its own rule whatever the budget (DuoAttention's retrieval and
+    // streaming heads): what it holds is the outcome, as with select=threshold.
+    bool budgetFree = false;
 };
 
 // A policy with every parameter resolved (defaults filled in, values checked).
@@ -101,6 +104,9 @@ bool adaptiveHeads(const PolicyConfig& config);
 // at least `threshold`, however many that is; DMS-style): its budget only
 // sizes the protected sets, and what each layer and head holds is the outcome.
 bool thresholdSelect(const PolicyConfig& config);
+// Whether what a config holds is an outcome, not a budget: select=threshold,
+// or a policy that keeps by its own rule (PolicyInfo::budgetFree).
+bool budgetIsOutcome(const PolicyConfig& config);
 // Throws ArgumentError listing the known ids.
 const PolicyInfo& findPolicy(const std::string& id);
 // "id" or "id:k=v,k=v". Throws ArgumentError naming the unknown id, the

@@ -101,6 +101,11 @@ PolicyInfo sessionScored(PolicyInfo p, bool hindsight) {
     return p;
 }
 
+PolicyInfo budgetFree(PolicyInfo p) {
+    p.budgetFree = true;
+    return p;
+}
+
 PolicyInfo referenceInfo(std::vector<ParamSpec> params) {
     PolicyInfo full = info("full", "Full cache", "-", "keep everything (the reference for every metric)",
                            Schedule::PrefillOnce, Nothing, std::move(params));
@@ -196,6 +201,33 @@ std::deque<PolicyInfo> buildRegistry() {
                          {"vnorm", Type::Bool, "true", 0, 0, {}, "multiply by the value's L2 norm"},
                          realParam("epsilon", "0", 0, 1e6, "added to the expected attention before the value norm")},
                         onPrefill)),
+        info("cake", "CAKE", "Qin et al., ICLR 2025, antgroup/cakekv",
+             "window attention's mean + gamma x variance over the window queries, pooled; layer budgets by each "
+             "layer's attention entropy and variance",
+             prefill, Keys,
+             withCommon({intParam("window", "32", 1, kMaxTokens,
+                                  "observation window: the last W queries, whose keys are always kept"),
+                         intParam("kernel", "5", 1, 1001, "pooling kernel along the keys (stride 1, padding ignored)"),
+                         choiceParam("pool", "avg", {"max", "avg"}, "pooling of the scores along the keys"),
+                         realParam("gamma", "200", 0, 1e9, "weight of the attention's variance over the window queries"),
+                         realParam("tau1", "1", 1e-3, 1e3, "layer preference: entropy to the power 1/tau1"),
+                         realParam("tau2", "1", 1e-3, 1e3, "layer preference: variance to the power 1/tau2"),
+                         {"layer_budgets", Type::Bool, "true", 0, 0, {},
+                          "share the layers' budgets out by preference (prefill schedules); false: the alloc "
+                          "parameter's"}},
+                        onPrefill)),
+        budgetFree(info("duo", "DuoAttention (on the fly)",
+                        "Xiao et al. 2024, mit-han-lab/duo-attention; kvpress DuoAttentionPress",
+                        "the KV heads that look least far back stream (sinks + recent), the others keep everything; "
+                        "the budget does not apply",
+                        prefill, Keys,
+                        withCommon({intParam("sinks", "128", 0, kMaxTokens, "a streaming head's first entries kept"),
+                                    intParam("recent", "256", 0, kMaxTokens, "a streaming head's newest entries kept"),
+                                    realParam("ratio", "0.5", 0, 1,
+                                              "share of all KV heads (every layer) made streaming heads"),
+                                    intParam("q_len", "500", 2, 1e6,
+                                             "positions the mean query and key are placed over to score a head")},
+                                   onPrefill))),
         sessionScored(info("oracle", "Hindsight oracle (not deployable)",
              "upper bound: reads the full cache's future attention, which no deployed cache can",
              "keep, per KV head, the entries the next predictions will attend to most (the full cache's attention "
@@ -391,6 +423,10 @@ bool isFullCache(const PolicyConfig& config) { return isFullCache(config.id); }
 bool adaptiveHeads(const PolicyConfig& config) { return config.has("heads") && config.text("heads") == "adaptive"; }
 
 bool thresholdSelect(const PolicyConfig& config) { return config.has("select") && config.text("select") == "threshold"; }
+
+bool budgetIsOutcome(const PolicyConfig& config) {
+    return thresholdSelect(config) || (!isFullCache(config) && findPolicy(config.id).budgetFree);
+}
 
 const PolicyInfo& findPolicy(const std::string& id) {
     std::vector<std::string> ids;

@@ -58,7 +58,7 @@ void checkPlanHolds(const PolicyConfig& config, const LayerState& st, const Plan
     bool everything = true;
     for (int64_t h = 0; h < st.numKvHeads; ++h) everything &= static_cast<int64_t>(plan.keep[h].size()) == st.length(h);
     // A threshold keeps what scores high enough: no budget to hold to.
-    const bool byThreshold = thresholdSelect(config);
+    const bool byThreshold = budgetIsOutcome(config);
     const bool perHead = adaptiveHeads(config) || everything || byThreshold;
     int64_t kept = 0;
     for (int64_t h = 0; h < st.numKvHeads; ++h) {
@@ -110,7 +110,7 @@ PolicyRun::PolicyRun(const Model& model, PolicyConfig config, const BudgetSpec& 
       m_promptLength(promptLength),
       m_capture(capture),
       m_critical(m_policy && m_config.has("critical") && m_config.getBool("critical")),
-      m_threshold(m_policy && thresholdSelect(m_config)),
+      m_threshold(m_policy && budgetIsOutcome(m_config)),
       m_rotation(model.rotation()) {
     const auto& c = model.config();
     m_track.assign(c.numLayers, std::vector<HeadTrack>(c.numKvHeads));
@@ -161,7 +161,7 @@ LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
         s.positions[h].assign(held.begin(), held.end());
     }
     if (!m_sessionScores.empty()) s.sessionScores = m_sessionScores[static_cast<size_t>(layer)];
-    s.budget = m_budgets.perLayer[layer];
+    s.budget = budgetOf(layer);
     s.seqLen = seqLen;
     s.promptLength = m_promptLength;
     s.scale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
@@ -310,11 +310,18 @@ bool PolicyRun::trimDue() const {
 void PolicyRun::trim() {
     ScopeTimer timer(m_policySeconds);
     const auto& c = m_model.config();
+    std::vector<LayerState> across;  // every layer's state, for a policy that decides across layers
+    if (m_policy->crossLayer()) {
+        for (int64_t l = 0; l < c.numLayers; ++l) across.push_back(takeState(l, m_cache.seqLen()));
+        m_ownBudgets = m_budgets.perLayer;
+        m_policy->planAcrossLayers(across, m_ownBudgets);
+        for (int64_t l = 0; l < c.numLayers; ++l) across[static_cast<size_t>(l)].budget = budgetOf(l);
+    }
     for (int64_t l = 0; l < c.numLayers; ++l) {
         int64_t total = 0;
         for (int64_t h = 0; h < c.numKvHeads; ++h) total += m_cache.length(l, h);
-        if (total <= c.numKvHeads * m_budgets.perLayer[l] && !m_threshold) continue;
-        LayerState st = takeState(l, m_cache.seqLen());
+        if (total <= c.numKvHeads * budgetOf(l) && !m_threshold) continue;
+        LayerState st = across.empty() ? takeState(l, m_cache.seqLen()) : std::move(across[static_cast<size_t>(l)]);
         Plan plan = m_policy->plan(st);
         checkPlanHolds(m_config, st, plan);
         m_cache.apply(l, plan.keep);
@@ -597,7 +604,7 @@ void PolicyRun::fillTrace(PolicyTrace& out) const {
     out.layers.resize(m_track.size());
     for (size_t l = 0; l < m_track.size(); ++l) {
         LayerTrace& lt = out.layers[l];
-        lt.budget = m_budgets.perLayer[l];
+        lt.budget = budgetOf(static_cast<int64_t>(l));
         if (m_threshold) {  // what the threshold left: the fullest KV head (each head's count is its `held`)
             lt.budget = 0;
             for (size_t h = 0; h < m_track[l].size(); ++h)

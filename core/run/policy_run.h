@@ -50,7 +50,12 @@ public:
 
     bool isFull() const { return !m_policy; }
     const PolicyConfig& config() const { return m_config; }
+    // The allocator's budgets (what a later Session compares to take a run
+    // over); a policy deciding across layers may hold others (budgetOf).
     const LayerBudgets& budgets() const { return m_budgets; }
+    int64_t budgetOf(int64_t layer) const {
+        return m_ownBudgets.empty() ? m_budgets.perLayer[static_cast<size_t>(layer)] : m_ownBudgets[static_cast<size_t>(layer)];
+    }
     const KvCache& cache() const { return m_cache; }
 
     // Counts what this run reads, follows or replays, in tokens x layers
@@ -195,6 +200,7 @@ private:
     std::unique_ptr<Policy> m_policy;  // null: full cache
     KvCache m_cache;
     LayerBudgets m_budgets;
+    std::vector<int64_t> m_ownBudgets;  // the layer budgets a cross-layer policy chose (empty: the allocator's)
     int64_t m_promptLength = 0;
     int64_t m_sinceTrim = 0;           // tokens read since the last trim (every_n)
     bool m_promptDone = false;

@@ -121,9 +121,17 @@ Plan Driver::step(int64_t n) {
     m_policy->observe(s, obs);
     int64_t total = 0;
     for (const auto& p : s.positions) total += static_cast<int64_t>(p.size());
-    if (total <= m_kvHeads * m_budget) return {};
-    Plan plan = m_policy->plan(s);
-    m_planned = s;
+    // As PolicyRun::trim: a budget that is an outcome trims every time, and
+    // a policy deciding across layers decides first (here over one layer).
+    if (total <= m_kvHeads * m_budget && !budgetIsOutcome(m_policy->config())) return {};
+    LayerState planned = s;
+    if (m_policy->crossLayer()) {
+        std::vector<int64_t> budgets = {m_budget};
+        m_policy->planAcrossLayers({s}, budgets);
+        planned.budget = budgets[0];
+    }
+    Plan plan = m_policy->plan(planned);
+    m_planned = planned;
     m_cache.apply(0, plan.keep);
     m_policy->applied(0, plan.keep);
     return plan;

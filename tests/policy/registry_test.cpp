@@ -34,7 +34,7 @@ TEST(Registry, HasEveryPolicyOfPoliciesMd) {
     const std::set<std::string> expected = {"full", "window", "streaming", "random", "lru", "lfu", "h2o",
                                             "tova", "snapkv", "pyramidkv", "adakv", "andpro", "knorm", "keydiff",
                                             "cur", "lagkv", "rkv", "qfilter", "oracle", "kvzip",
-                                            "expected_attention"};
+                                            "expected_attention", "cake", "duo"};
     for (const auto& id : expected) EXPECT_EQ(ids.count(id), 1u) << id;
     // Besides them only what this executable registers itself (fixture_policy.cpp).
     EXPECT_EQ(ids.size(), expected.size() + 1);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/policy/policies.h"
 #include "core/run/policy_run.h"
 #include "fixtures.h"
 
@@ -410,6 +411,124 @@ TEST(Rkv, ImportanceMinusRedundancyByPlainLoops) {
     score.push_back(1e30), score.push_back(1e30);  // the window
     EXPECT_EQ(plan.keep[0], topPlus(score, {8, 9}, B - W));
     EXPECT_EQ(plan.reasons[0][9], TokenStatus::Window);
+}
+
+TEST(Cake, LayerBudgetsShareTheBudgetBeyondTheWindowByPreference) {
+    // Budgets 10 with window 2 leave 8 per layer (24 in all) to share.
+    // Preferences 1 : 2 : 5 give 3, 6, 15 and the 0 the rounding left.
+    EXPECT_EQ(cakeLayerBudgets({10, 10, 10}, {1, 2, 5}, 2, 20), ids({5, 8, 17}));
+    // Capped at what a layer holds (12 - 2): the 10 above the cap shared evenly by the others.
+    EXPECT_EQ(cakeLayerBudgets({10, 10, 10}, {1, 1, 10}, 2, 12), ids({9, 9, 12}));
+    // 25 over three equal preferences: 8 each, the one left to the first layer.
+    EXPECT_EQ(cakeLayerBudgets({10, 10, 11}, {1, 1, 1}, 2, 100), ids({11, 10, 10}));
+    // No preference (or budgets within the window): the allocator's budgets stand.
+    EXPECT_EQ(cakeLayerBudgets({10, 10, 11}, {0, 0, 0}, 2, 100), ids({10, 10, 11}));
+    EXPECT_EQ(cakeLayerBudgets({2, 2}, {1, 3}, 4, 100), ids({2, 2}));
+}
+
+TEST(Cake, ScoresMeanPlusGammaVarianceOfTheWindowsAttentionPooledByPlainLoops) {
+    at::manual_seed(23);
+    // 2 query heads over 1 KV head, head_dim 4, 9 entries, window 3 (its 3
+    // queries observed), kernel 3 (avg), gamma 5, budget 6: the window + 3 by score.
+    const int64_t L = 9, D = 4, W = 3, K = 3, B = 6;
+    const double gamma = 5;
+    const at::Tensor k = at::randn({1, L, D}), v = at::randn({1, L, D}), q = at::randn({2, W, D});
+    auto p = policy("cake:window=3,kernel=3,gamma=5");
+    LayerState s = makeState(k, v, 2, B);
+    Observation obs;
+    obs.queries = q;
+    obs.queryPositions = {L - 3, L - 2, L - 1};
+    p->observe(s, obs);
+    const Plan plan = p->plan(s);
+    const int64_t n = L - W;
+    std::vector<double> score(n, 0.0);
+    for (int64_t h = 0; h < 2; ++h) {
+        // a[r][j]: window query r's softmax over the keys it sees (causal), on the keys before the window.
+        std::vector<std::vector<double>> a(W, std::vector<double>(n));
+        for (int64_t r = 0; r < W; ++r) {
+            const int64_t sees = L - W + r + 1;
+            std::vector<double> logit(sees);
+            double top = -1e30, z = 0;
+            for (int64_t j = 0; j < sees; ++j) {
+                double dot = 0;
+                for (int64_t d = 0; d < D; ++d) dot += q[h][r][d].item<float>() * k[0][j][d].item<float>();
+                logit[j] = dot / std::sqrt(double(D));
+                top = std::max(top, logit[j]);
+            }
+            for (double x : logit) z += std::exp(x - top);
+            for (int64_t j = 0; j < n; ++j) a[r][j] = std::exp(logit[j] - top) / z;
+        }
+        std::vector<double> raw(n);
+        for (int64_t j = 0; j < n; ++j) {
+            double m = 0, var = 0;
+            for (int64_t r = 0; r < W; ++r) m += a[r][j] / W;
+            for (int64_t r = 0; r < W; ++r) var += (a[r][j] - m) * (a[r][j] - m) / (W - 1);
+            raw[j] = m + gamma * var;
+        }
+        for (int64_t j = 0; j < n; ++j) {  // average over the neighbours that exist, then over the group
+            double sum = 0;
+            int count = 0;
+            for (int64_t i = std::max<int64_t>(0, j - K / 2); i <= std::min(n - 1, j + K / 2); ++i) sum += raw[i], ++count;
+            score[j] += sum / count / 2;
+        }
+    }
+    for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(plan.scores[0][j].item<float>(), score[j], 1e-6) << j;
+    score.insert(score.end(), {1e30, 1e30, 1e30});
+    EXPECT_EQ(plan.keep[0], topPlus(score, {6, 7, 8}, B - W));
+}
+
+TEST(DuoAttention, StreamingHeadsKeepSinksAndRecentRetrievalHeadsKeepAll) {
+    at::manual_seed(29);
+    // Without RoPE every head's area is the same: the split falls to the
+    // lower layer and head (a stable sort), half of all KV heads streaming.
+    const int64_t L = 12, D = 4;
+    auto p = policy("duo:sinks=2,recent=3,ratio=0.5,q_len=8");
+    std::vector<LayerState> states;
+    for (int64_t layer = 0; layer < 2; ++layer) {
+        states.push_back(makeState(at::randn({2, L, D}), at::randn({2, L, D}), 4, 5, {}, layer));
+        states.back().seqLen = states.back().promptLength = L;
+        states.back().numLayers = 2;
+        Observation obs;
+        obs.queries = at::randn({4, L, D});
+        for (int64_t i = 0; i < L; ++i) obs.queryPositions.push_back(i);
+        p->observe(states.back(), obs);
+    }
+    std::vector<int64_t> budgets = {5, 5};
+    p->planAcrossLayers(states, budgets);
+    EXPECT_EQ(budgets, ids({5, 5})) << "DuoAttention leaves the budgets alone (they do not apply)";
+    const Plan first = p->plan(states[0]), second = p->plan(states[1]);
+    EXPECT_EQ(first.keep[0], ids({0, 1, 9, 10, 11}));  // layer 0: both heads stream
+    EXPECT_EQ(first.keep[1], ids({0, 1, 9, 10, 11}));
+    EXPECT_EQ(first.reasons[0][1], TokenStatus::Sink);
+    EXPECT_EQ(first.reasons[0][9], TokenStatus::Window);
+    EXPECT_EQ(second.keep[0].size(), static_cast<size_t>(L));  // layer 1: both retrieve
+    EXPECT_EQ(second.reasons[1][5], TokenStatus::Score);
+    // The area of a uniform row over q_len 8: sum_j (8 - j) / 8 / 8 = 36 / 64, on every entry.
+    EXPECT_NEAR(first.scores[0][4].item<float>(), 36.0 / 64.0, 1e-6);
+    const LayerState& st = states[1];
+    EXPECT_NO_THROW(checkPlanHolds(parsePolicySpec("duo"), st, second)) << "no budget to hold to";
+    // The allocators and wrappers that divide a budget are refused by name.
+    EXPECT_THROW(policy("duo:critical=true"), ArgumentError);
+    EXPECT_THROW(policy("duo:heads=adaptive"), ArgumentError);
+}
+
+TEST(DuoAttention, HeadsThatLookFurtherBackRetrieveWithRope) {
+    // Without RoPE the mean key is the same at every position, so the last
+    // query's row is uniform: the area is (q_len + 1) / (2 q_len), whatever
+    // the statistics (the Session tests run the bundled model's RoPE).
+    at::manual_seed(31);
+    auto p = policy("duo:ratio=0,q_len=1000");
+    LayerState s = makeState(at::randn({1, 6, 4}), at::randn({1, 6, 4}), 1, 3);
+    s.seqLen = s.promptLength = 6;
+    Observation obs;
+    obs.queries = at::randn({1, 6, 4});
+    obs.queryPositions = {0, 1, 2, 3, 4, 5};
+    p->observe(s, obs);
+    std::vector<int64_t> budgets = {3};
+    p->planAcrossLayers({s}, budgets);
+    const Plan plan = p->plan(s);
+    EXPECT_EQ(plan.keep[0].size(), 6u) << "ratio 0: no head streams";
+    EXPECT_NEAR(plan.scores[0][0].item<float>(), 1001.0 / 2000.0, 1e-6);
 }
 
 TEST(QFilter, ScoresKeysOnTheMainDirectionOfTheHeadsPromptQueries) {

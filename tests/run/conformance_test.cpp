@@ -92,7 +92,7 @@ TEST_P(Conformance, KeptSetsHaveTheBudgetAndTheProtectedSets) {
             if (!adaptive && !isFullCache(cfg) && !skipsLayer(cfg, l)) EXPECT_LE(h.held, B);
         }
         const int64_t expected = (isFullCache(cfg) || skipsLayer(cfg, l)) ? kPrompt : std::min(B, kPrompt);
-        EXPECT_EQ(total, trace->numKvHeads * expected) << "the layer holds exactly its budget";
+        if (!budgetIsOutcome(cfg)) EXPECT_EQ(total, trace->numKvHeads * expected) << "the layer holds exactly its budget";
         if (isFullCache(cfg) || skipsLayer(cfg, l)) continue;
         for (int64_t pos : protectedPositions(cfg, B, kPrompt))
             for (size_t h = 0; h < lt.heads.size(); ++h)
@@ -158,6 +158,69 @@ INSTANTIATE_TEST_SUITE_P(Policies, Threshold,
                              std::string id = i.param.substr(0, i.param.find(':'));
                              return id + std::to_string(i.index);
                          });
+
+// Policies that decide across layers. CAKE shares the layers' budgets out:
+// the total stays, the layers differ, and each holds its own.
+TEST(CrossLayer, CakeSharesTheLayersBudgetsOutAndEachLayerHoldsItsOwn) {
+    auto model = sharedModel();
+    SessionOptions so;
+    so.prompt = test::randomTokens(kPrompt, model->config().vocabSize, 5);
+    so.policies = {parsePolicySpec("cake:window=4")};
+    so.budget = parseBudget("50%");
+    Session session(model, so);
+    auto trace = session.start();
+    const PolicyTrace& p = trace->policies[1];
+    int64_t sum = 0;
+    std::set<int64_t> distinct;
+    for (const LayerTrace& lt : p.layers) {
+        sum += lt.budget;
+        distinct.insert(lt.budget);
+        int64_t total = 0;
+        for (const HeadTrace& h : lt.heads) {
+            EXPECT_EQ(h.held, std::min(lt.budget, kPrompt));
+            total += h.held;
+        }
+        EXPECT_GE(lt.budget, 4) << "the window is kept";
+    }
+    EXPECT_EQ(sum, trace->numLayers * 24) << "the layers' budgets still add up to L x B";
+    EXPECT_GT(distinct.size(), 1u) << "preferences differ between layers";
+    // Turned off, the allocator's budgets stand.
+    so.policies = {parsePolicySpec("cake:window=4,layer_budgets=false")};
+    Session uniform(model, so);
+    const auto uniformTrace = uniform.start();
+    for (const LayerTrace& lt : uniformTrace->policies[1].layers) EXPECT_EQ(lt.budget, 24);
+}
+
+// DuoAttention: the ratio of all KV heads stream (sinks + recent), the
+// others keep everything; decode steps add to both (prefill_once).
+TEST(CrossLayer, DuoAttentionStreamsItsShareOfHeadsAndTheOthersKeepEverything) {
+    auto model = sharedModel();
+    SessionOptions so;
+    so.prompt = test::randomTokens(kPrompt, model->config().vocabSize, 5);
+    so.policies = {parsePolicySpec("duo:sinks=2,recent=6,ratio=0.5")};
+    so.budget = parseBudget("10%");  // does not apply
+    Session session(model, so);
+    auto trace = session.start();
+    for (int64_t s = 0; s < kSteps; ++s) trace = session.step();
+    const PolicyTrace& p = trace->policies[1];
+    int64_t streaming = 0, retrieval = 0;
+    for (const LayerTrace& lt : p.layers) {
+        for (const HeadTrace& h : lt.heads) {
+            if (h.held == 8 + kSteps) {
+                ++streaming;
+                EXPECT_EQ(h.status[1], TokenStatus::Sink);
+                EXPECT_EQ(h.status[20], TokenStatus::Evicted);
+                EXPECT_FALSE(std::isnan(h.score[20])) << "an evicted entry shows its head's score";
+            } else {
+                EXPECT_EQ(h.held, kPrompt + kSteps);
+                ++retrieval;
+            }
+        }
+    }
+    const int64_t heads = trace->numLayers * trace->numKvHeads;
+    EXPECT_EQ(streaming, static_cast<int64_t>(std::llround(0.5 * static_cast<double>(heads))));
+    EXPECT_EQ(streaming + retrieval, heads);
+}
 
 class NoEviction : public ::testing::TestWithParam<std::string> {};
 
