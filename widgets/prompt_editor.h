@@ -6,6 +6,7 @@
 class QPlainTextEdit;
 class QComboBox;
 class QLabel;
+class QLineEdit;
 
 namespace kvlens::ui {
 
@@ -22,15 +23,24 @@ public:
     QString exampleName() const;
     QString text() const;
     void setTokenCount(int tokens);
+    // A question about the prompt, and whether the policies see it
+    // (aware: it ends the prompt and is their observation window) or not
+    // (agnostic: read after the compression). Setting emits questionEdited.
+    QString question() const;
+    bool questionAware() const;
+    void setQuestion(const QString& text, bool aware);
     QPlainTextEdit* editor() const { return m_edit; }
 
 Q_SIGNALS:
     void textEdited(const QString& text);
+    void questionEdited(const QString& text, bool aware);
 
 private:
     QPlainTextEdit* m_edit;
     QComboBox* m_examples;
     QLabel* m_count;
+    QLineEdit* m_question;
+    QComboBox* m_questionMode;
     QStringList m_texts;
 };
 

@@ -18,11 +18,13 @@ namespace {
 struct CompareArgs {
     ModelArgs model;
     PromptArgs prompt;
+    QuestionArgs question;
     PolicyArgs policy;
     SamplingArgs sampling;
     int64_t steps = 16;
     bool freeRunning = false;
     std::string continuation, continuationIds;
+    std::string calibrationFile;
     std::string attention;  // LAYER:HEAD
     std::string json;       // file, or - for stdout
 };
@@ -94,6 +96,7 @@ void runCompare(const CompareArgs& a) {
     OutputGuard guard;
     a.model.readBy(guard);
     a.prompt.readBy(guard);
+    guard.input(a.calibrationFile);
     if (!a.json.empty()) guard.output(a.json, "--json");
     const auto dir = a.model.dir();
     std::shared_ptr<const Tokenizer> tok;
@@ -104,8 +107,15 @@ void runCompare(const CompareArgs& a) {
     so.budget = a.policy.budgetSpec();
     so.teacherForced = !a.freeRunning;
     so.sampling = a.sampling.options();
-    so.plannedSteps = a.steps;
     so.tokenizer = tok;
+    a.question.apply(so, tok.get());
+    if (!a.calibrationFile.empty()) {
+        if (!tok) throw ArgumentError("--calibration-file needs the model's tokenizer.json");
+        for (int32_t id : tok->encode(readTextFile(a.calibrationFile, "--calibration-file"), true)) so.calibration.push_back(id);
+        if (so.calibration.empty()) throw ArgumentError("--calibration-file " + a.calibrationFile + ": no text to calibrate on");
+    }
+    const int64_t steps = QuestionArgs::stepsBefore(so) + a.steps;  // an agnostic question is read first
+    so.plannedSteps = steps;
     if (!a.continuationIds.empty()) so.continuation = parseIdList(a.continuationIds, "--continuation-ids");
     if (!a.continuation.empty()) {
         if (!tok) throw ArgumentError("--continuation needs the model's tokenizer.json (or use --continuation-ids)");
@@ -118,10 +128,10 @@ void runCompare(const CompareArgs& a) {
                         parseIdList(a.attention.substr(colon + 1), "--attention")[0]};
     }
     auto model = std::shared_ptr<const Model>(Model::load(dir, a.model.run));
-    a.model.checkContext(model->config(), static_cast<int64_t>(so.prompt.size()) + a.steps);
+    a.model.checkContext(model->config(), static_cast<int64_t>(so.prompt.size() + so.question.size()) + a.steps);
     Session session(model, so);
     std::shared_ptr<const Trace> trace = session.start();
-    for (int64_t s = 0; s < a.steps; ++s) trace = session.step();
+    for (int64_t s = 0; s < steps; ++s) trace = session.step();
     if (a.json != "-") {
         if (trace->slidingWindow > 0)
             std::printf("model: sliding-window attention over the last %lld positions (config.json sliding_window)\n",
@@ -140,8 +150,11 @@ void addCompareCommand(CLI::App& app) {
     auto* cmd = app.add_subcommand("compare", "run the full cache and eviction policies in lockstep; fidelity table");
     args->model.add(*cmd);
     args->prompt.add(*cmd);
+    args->question.add(*cmd);
+    cmd->add_option("--calibration-file", args->calibrationFile,
+                    "a text whose queries Q-Filters learns its filters from (default: the prompt's)");
     args->policy.add(*cmd, /*repeatable=*/true);
-    cmd->add_option("--steps", args->steps, "decode steps after the prompt")->capture_default_str()->check(CLI::NonNegativeNumber);
+    cmd->add_option("--steps", args->steps, "decode steps after the prompt (and after an agnostic --question)")->capture_default_str()->check(CLI::NonNegativeNumber);
     cmd->add_flag("--free-running", args->freeRunning, "each policy generates its own text (default: teacher-forced)");
     auto* c = cmd->add_option("--continuation", args->continuation, "teacher-forced reference text (default: the full cache's own choices)");
     cmd->add_option("--continuation-ids", args->continuationIds, "teacher-forced reference as token ids")->excludes(c);

@@ -40,6 +40,30 @@ void PromptArgs::add(CLI::App& app) {
     app.add_flag("--no-special", noSpecial, "add no special tokens (BOS …) when encoding the prompt");
 }
 
+void QuestionArgs::add(CLI::App& app) {
+    auto* t = app.add_option("--question", text,
+                             "a question about the prompt (kvpress's question; see --question-mode)");
+    auto* i = app.add_option("--question-ids", ids, "the question as token ids")->excludes(t);
+    app.add_option("--question-mode", mode,
+                   "aware: the question ends the prompt and is every window policy's observation window; agnostic: "
+                   "the prompt is compressed without it, then every run reads it before generating")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"aware", "agnostic"}));
+    (void)i;
+}
+
+void QuestionArgs::apply(SessionOptions& so, const Tokenizer* tokenizer) const {
+    so.questionMode = parseQuestionMode(mode);
+    if (!ids.empty()) so.question = parseIdList(ids, "--question-ids");
+    if (text.empty()) return;
+    if (!tokenizer) throw ArgumentError("--question needs the model's tokenizer.json (or use --question-ids)");
+    for (int32_t id : tokenizer->encode(text, false)) so.question.push_back(id);
+}
+
+int64_t QuestionArgs::stepsBefore(const SessionOptions& so) {
+    return so.questionMode == SessionOptions::QuestionMode::Agnostic ? static_cast<int64_t>(so.question.size()) : 0;
+}
+
 void PolicyArgs::add(CLI::App& app, bool repeatable) {
     if (repeatable)
         app.add_option("--policy", policies, "eviction policy ID[:k=v,...] (repeatable; see the list below)");

@@ -14,6 +14,7 @@
 #include "core/policy/budget.h"
 #include "core/policy/policy_info.h"
 #include "core/run/sampler_options.h"
+#include "core/run/session.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace kvlens {
@@ -46,6 +47,17 @@ struct PromptArgs {
     std::vector<int64_t> resolve(const Tokenizer* tokenizer) const;
     std::string promptText() const;  // --prompt or the file's content
     void readBy(OutputGuard& guard) const { guard.input(file); }
+};
+
+// --question TEXT | --question-ids IDS, --question-mode aware|agnostic:
+// a question about the prompt (SessionOptions::question).
+struct QuestionArgs {
+    std::string text, ids, mode = "agnostic";
+    void add(CLI::App& app);
+    // Sets so.question and so.questionMode (the text encoded without special tokens).
+    void apply(SessionOptions& so, const Tokenizer* tokenizer) const;
+    // Decode steps the question takes before the generated ones (agnostic), 0 otherwise.
+    static int64_t stepsBefore(const SessionOptions& so);
 };
 
 // --policy ID[:k=v,...] (repeatable or single) and --budget N|R% / --budgets b0,b1,...

@@ -120,6 +120,13 @@ void Controller::setDecodeSteps(int steps) {
     schedule(kEditDebounceMs);
 }
 
+void Controller::setQuestion(const QString& text, bool aware) {
+    if (text == m_question && aware == m_questionAware) return;
+    m_question = text;
+    m_questionAware = aware;
+    schedule(kPromptDebounceMs);
+}
+
 void Controller::setTeacherForced(bool teacherForced) {
     m_teacherForced = teacherForced;
     schedule(kEditDebounceMs);
@@ -193,6 +200,8 @@ RunRequest Controller::currentRequest() const {
     r.budget = m_budget;
     r.decodeSteps = m_decodeSteps;
     r.teacherForced = m_teacherForced;
+    r.question = m_question;
+    r.questionAware = m_questionAware;
     r.layer = m_layer;
     r.head = m_head;
     return r;

@@ -35,6 +35,9 @@ public:
     void setSelection(int64_t layer, int64_t head);
     void setDecodeSteps(int steps);
     void setTeacherForced(bool teacherForced);
+    // A question about the prompt (SessionOptions::question), debounced;
+    // aware: it ends the prompt and is the window policies' observation window.
+    void setQuestion(const QString& text, bool aware);
     void setShownStep(int step);  // the decode step the views show
     void runNow();                // issue the request at once (skips the debounce; asks again about a long prompt)
     void setLongContextDecider(LongContextDecider d) { m_longContext = std::move(d); }
@@ -140,6 +143,8 @@ private:
     BudgetSpec m_budget;
     int m_decodeSteps = 16;
     bool m_teacherForced = true;
+    QString m_question;
+    bool m_questionAware = false;
     int64_t m_layer = 0, m_head = 0;
     RunRequest m_last;
 

@@ -362,6 +362,7 @@ QString MainWindow::aboutText() const {
 void MainWindow::connectController() {
     Controller* c = m_controller;
     connect(m_prompt, &ui::PromptEditor::textEdited, c, &Controller::setPrompt);
+    connect(m_prompt, &ui::PromptEditor::questionEdited, c, &Controller::setQuestion);
     connect(m_policies, &ui::PolicyList::policiesChanged, c, &Controller::setPolicies);
     connect(m_budget, &ui::BudgetEditor::budgetChanged, c, &Controller::setBudget);
     connect(m_budget, &ui::BudgetEditor::budgetChanged, m_memory, &ui::MemoryView::setBudget);
@@ -702,6 +703,8 @@ SessionFile MainWindow::sessionState() const {
         s.modelFingerprint.clear();  // no config.json: nothing to check against later
     }
     s.prompt = m_prompt->text().toStdString();
+    s.question = m_prompt->question().toStdString();
+    s.questionMode = m_prompt->questionAware() ? "aware" : "agnostic";
     s.policies.clear();
     s.scripts.clear();
     for (const PolicyConfig& p : m_policies->policies()) {
@@ -745,6 +748,7 @@ QString MainWindow::applySession(const SessionFile& s) {
     }
     m_sessionExtras = s;
     m_prompt->setText(QString::fromStdString(s.prompt));  // emits textEdited: the controller follows
+    m_prompt->setQuestion(QString::fromStdString(s.question), s.questionMode == "aware");
     m_policies->setPolicies(policies);
     m_controller->setPolicies(policies);
     ui::BudgetState state = m_budget->state();

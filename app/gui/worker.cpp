@@ -65,6 +65,7 @@ void Worker::run(const RunRequest& r) {
         // previous one whatever the edit left valid (core/run/session.h).
         SessionOptions options = optionsFor(r);
         options.refreshable = true;
+        const int steps = static_cast<int>(options.plannedSteps);
         auto session = std::make_unique<Session>(m_model, std::move(options), std::move(m_session));
         session->setCancelFlag(r.cancel.get());
         // Called from the Session's reporting thread: the signal is queued.
@@ -84,8 +85,8 @@ void Worker::run(const RunRequest& r) {
         Q_EMIT traceReady(r.id, m_session->start());
         Q_EMIT runReused(r.id, QString::fromStdString(m_session->reuse().text()));
         const double promptMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;
-        for (int s = 0; s < r.decodeSteps; ++s) {
-            Q_EMIT runProgress(r.id, 100 * s / r.decodeSteps, tr("Decode step %1 of %2").arg(s + 1).arg(r.decodeSteps));
+        for (int s = 0; s < steps; ++s) {
+            Q_EMIT runProgress(r.id, 100 * s / steps, tr("Decode step %1 of %2").arg(s + 1).arg(steps));
             Q_EMIT traceReady(r.id, m_session->step());
         }
         Q_EMIT runFinished(r.id, promptMs, static_cast<double>(timer.nsecsElapsed()) / 1e6);
@@ -105,6 +106,12 @@ void Worker::releaseSession() {
 #endif
 }
 
+int Worker::stepsFor(const RunRequest& r, const SessionOptions& so) {
+    // An agnostic question is read first: the decode steps asked for follow it.
+    return r.decodeSteps +
+           (so.questionMode == SessionOptions::QuestionMode::Agnostic ? static_cast<int>(so.question.size()) : 0);
+}
+
 SessionOptions Worker::optionsFor(const RunRequest& r) const {
     SessionOptions so;
     for (int32_t t : m_tokenizer->encode(r.prompt.toStdString(), true)) so.prompt.push_back(t);
@@ -113,7 +120,11 @@ SessionOptions Worker::optionsFor(const RunRequest& r) const {
     so.tokenizer = m_tokenizer;
     so.teacherForced = r.teacherForced;
     so.attention = {true, r.layer, r.head};
-    so.plannedSteps = r.decodeSteps;
+    const QString question = r.question.trimmed();
+    if (!question.isEmpty())
+        for (int32_t t : m_tokenizer->encode(question.toStdString(), false)) so.question.push_back(t);
+    so.questionMode = r.questionAware ? SessionOptions::QuestionMode::Aware : SessionOptions::QuestionMode::Agnostic;
+    so.plannedSteps = stepsFor(r, so);
     return so;
 }
 

@@ -28,6 +28,8 @@ struct RunRequest {
     BudgetSpec budget;
     int decodeSteps = 16;
     bool teacherForced = true;
+    QString question;             // empty: none (SessionOptions::question)
+    bool questionAware = false;
     int64_t layer = 0, head = 0;  // the attention map captured
 };
 
@@ -79,6 +81,8 @@ Q_SIGNALS:
 
 private:
     SessionOptions optionsFor(const RunRequest& r) const;
+    // The decode steps a request takes: its own, after an agnostic question's.
+    static int stepsFor(const RunRequest& r, const SessionOptions& so);
 
     std::shared_ptr<const Model> m_model;
     std::unique_ptr<Session> m_session;  // the latest run's, taken over by the next

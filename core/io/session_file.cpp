@@ -117,6 +117,7 @@ json sessionToJson(const SessionFile& s) {
             {"sampling", {{"greedy", s.greedy}, {"temperature", s.temperature}, {"top_p", s.topP}, {"seed", s.seed}}},
             {"view",
              {{"layer", s.view.layer}, {"head", s.view.head}, {"step", s.view.step}, {"colour_scale", s.view.colourScale}}}};
+    if (!s.question.empty()) j["question"] = {{"text", s.question}, {"mode", s.questionMode}};
     if (!s.scripts.empty()) {
         json scripts = json::array();
         for (const auto& [file, fingerprint] : s.scripts) scripts.push_back({{"file", file}, {"fingerprint", fingerprint}});
@@ -143,6 +144,11 @@ SessionFile sessionFromJson(const json& j, const std::string& source) {
     s.policies = field<std::vector<std::string>>(j, "policies", source);
     s.budget = optional<std::string>(j, "budget", "", source);
     s.budgets = optional<std::string>(j, "budgets", "", source);
+    const json question = optional<json>(j, "question", json::object(), source);
+    s.question = optional<std::string>(question, "text", "", source);
+    s.questionMode = optional<std::string>(question, "mode", s.questionMode, source);
+    if (s.questionMode != "aware" && s.questionMode != "agnostic")
+        throw FormatError(source, "\"question.mode\" '" + s.questionMode + "' is not aware or agnostic");
     s.decodeSteps = optional<int64_t>(j, "decode_steps", s.decodeSteps, source);
     if (s.decodeSteps < 0) throw FormatError(source, "\"decode_steps\" must not be negative");
     s.teacherForced = optional<bool>(j, "teacher_forced", s.teacherForced, source);

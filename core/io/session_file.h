@@ -20,6 +20,8 @@ struct SessionFile {
     std::string modelDir;          // as the user chose it; empty: the bundled model
     std::string modelFingerprint;  // modelFingerprint(dir) when saved; empty: not checked
     std::string prompt;            // text, encoded with the model's tokenizer
+    std::string question;          // a question about the prompt; empty: none
+    std::string questionMode = "agnostic";  // aware | agnostic (SessionOptions::QuestionMode)
     std::vector<std::string> policies;  // "snapkv:window=16" (the registry's spec syntax;
                                         // a TorchScript scorer as "script:FILE.pt:...")
     // Each TorchScript scorer's file → scriptFingerprint() when saved (opening

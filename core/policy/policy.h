@@ -123,6 +123,12 @@ public:
     // back) and the layer budgets the allocator gave, which the policy may
     // redistribute before any layer plans.
     virtual bool crossLayer() const { return false; }
+
+    // The queries of a calibration prompt the user chose, per layer
+    // [Hq, n, D] after RoPE (SessionOptions::calibration), given before the
+    // prompt is read: Q-Filters learns its filters from them instead of
+    // from the prompt's. Others ignore them.
+    virtual void calibrate(const std::vector<at::Tensor>& queriesPerLayer) { (void)queriesPerLayer; }
     virtual void planAcrossLayers(const std::vector<LayerState>& states, std::vector<int64_t>& perLayer) {
         (void)states, (void)perLayer;
     }

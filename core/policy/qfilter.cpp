@@ -28,8 +28,22 @@ public:
           m_samples(this->config().getInt("samples")),
           m_window(this->config().getInt("window")) {}
 
+    // A calibration prompt's queries replace the prompt's: every stride-th
+    // of them (at most `samples`), as from the prompt.
+    void calibrate(const std::vector<at::Tensor>& queriesPerLayer) override {
+        m_calibrated = true;
+        for (size_t l = 0; l < queriesPerLayer.size(); ++l) {
+            const at::Tensor& q = queriesPerLayer[l];  // [Hq, n, D]
+            const int64_t n = q.size(1), stride = (n + m_samples - 1) / m_samples;
+            Layer& layer = this->layer(static_cast<int64_t>(l));
+            layer.queries = q.index_select(1, at::arange(0, n, stride, at::TensorOptions().dtype(at::kLong)).to(q.device()))
+                                .to(at::kFloat);
+            layer.filter = at::Tensor();
+        }
+    }
+
     void observe(const LayerState& state, const Observation& obs) override {
-        if (!obs.queries.defined() || state.promptLength <= 0) return;
+        if (m_calibrated || !obs.queries.defined() || state.promptLength <= 0) return;
         Layer& l = layer(state.layer);
         // Every stride-th prompt query, so that at most `samples` are kept.
         const int64_t stride = (state.promptLength + m_samples - 1) / m_samples;
@@ -82,6 +96,7 @@ private:
     }
 
     int64_t m_samples, m_window;
+    bool m_calibrated = false;  // the filters come from a calibration prompt, not the prompt
     std::vector<Layer> m_layers;
 };
 

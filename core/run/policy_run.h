@@ -139,6 +139,10 @@ public:
     // What the Session computed ahead for this run's policy, per layer [Hkv, P]
     // (LayerState::sessionScores: the oracle's future attention, KVzip's reconstruction).
     void setSessionScores(std::vector<at::Tensor> perLayer) { m_sessionScores = std::move(perLayer); }
+    // A calibration prompt's queries per layer, for the policy (Policy::calibrate).
+    void calibrate(const std::vector<at::Tensor>& queriesPerLayer) {
+        if (m_policy) m_policy->calibrate(queriesPerLayer);
+    }
 
     // Seconds spent inside the policy so far (observe and the attention
     // re-ordered for it, plan, the cache's apply, the trace record): what

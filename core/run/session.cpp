@@ -128,6 +128,9 @@ struct Session::Impl {
     void reportProgress() const;
     class ProgressReporter;
     void validate() const;
+    // The token every run reads at decode step s (an agnostic question's,
+    // then the continuation's), -1 where the runs choose.
+    int64_t forcedToken(int64_t s) const;
     // Runs are independent: on the CPU up to LibTorch's thread count of them
     // run at once, each on one thread (a run reading a prompt token by token
     // is a chain of small ops that gains nothing from more threads).
@@ -158,6 +161,7 @@ struct Session::Impl {
     void readPrompt();
     void prepareOracles();
     void prepareKvzip();
+    void prepareCalibration();
     // The runs that read the prompt token by token, each token of all of them in one forward.
     void readOnline(const std::vector<size_t>& online, const std::vector<PromptRecord>& prefixes,
                     const std::function<void()>& check);
@@ -179,6 +183,14 @@ void Session::Impl::validate() const {
         if (id < 0 || id >= c.vocabSize)
             throw ArgumentError("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                                 std::to_string(c.vocabSize) + ")");
+    for (int64_t id : opt.calibration)
+        if (id < 0 || id >= c.vocabSize)
+            throw ArgumentError("calibration token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                std::to_string(c.vocabSize) + ")");
+    for (int64_t id : opt.question)
+        if (id < 0 || id >= c.vocabSize)
+            throw ArgumentError("question token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                std::to_string(c.vocabSize) + ")");
     for (const PolicyConfig& p : opt.policies) {
         if (!isOracle(p)) continue;
         if (p.schedule != Schedule::PrefillOnce)
@@ -198,6 +210,38 @@ void Session::Impl::validate() const {
     }
 }
 
+const char* questionModeName(SessionOptions::QuestionMode m) {
+    return m == SessionOptions::QuestionMode::Aware ? "aware" : "agnostic";
+}
+
+SessionOptions::QuestionMode parseQuestionMode(const std::string& text) {
+    if (text == "aware") return SessionOptions::QuestionMode::Aware;
+    if (text == "agnostic") return SessionOptions::QuestionMode::Agnostic;
+    throw ArgumentError("question mode '" + text + "': expected aware or agnostic");
+}
+
+namespace {
+
+// Query-aware: the question ends the prompt and is the observation window
+// of every policy that has one (Finch's rule; kvpress's query_aware keeps
+// the policy's own window over context + question).
+void askAware(SessionOptions& o) {
+    if (o.question.empty() || o.questionMode != SessionOptions::QuestionMode::Aware) return;
+    o.prompt.insert(o.prompt.end(), o.question.begin(), o.question.end());
+    for (PolicyConfig& p : o.policies)
+        if (p.has("window")) p.values["window"] = std::to_string(o.question.size());
+    o.question.clear();  // read with the prompt
+}
+
+}  // namespace
+
+int64_t Session::Impl::forcedToken(int64_t s) const {
+    const auto Q = static_cast<int64_t>(opt.question.size());
+    if (s < Q) return opt.question[static_cast<size_t>(s)];
+    s -= Q;
+    return s < static_cast<int64_t>(opt.continuation.size()) ? opt.continuation[static_cast<size_t>(s)] : -1;
+}
+
 void Session::Impl::appendLabels(const std::vector<int64_t>& ids) {
     for (int64_t id : ids)
         labels.push_back(opt.tokenizer ? opt.tokenizer->tokenLabel(static_cast<int32_t>(id)) : "#" + std::to_string(id));
@@ -206,6 +250,7 @@ void Session::Impl::appendLabels(const std::vector<int64_t>& ids) {
 Session::Session(std::shared_ptr<const Model> model, SessionOptions options) : m(std::make_unique<Impl>()) {
     m->model = std::move(model);
     m->opt = std::move(options);
+    askAware(m->opt);
     m->validate();
     const int64_t T = static_cast<int64_t>(m->opt.prompt.size());
     const CaptureTarget capture{m->opt.attention.enabled, m->opt.attention.layer, m->opt.attention.head};
@@ -244,7 +289,8 @@ void Session::Impl::takeOver(Impl& p) {
     const int64_t pSteps = catchingUp ? p.catchUp : p.steps;
     std::vector<std::shared_ptr<const Trace>>& pTraces = catchingUp ? p.previousTraces : p.published;
     const bool sameContext = k == T && k == Tp && po.teacherForced == opt.teacherForced &&
-                             po.continuation == opt.continuation && sameSampling(po.sampling, opt.sampling) &&
+                             po.continuation == opt.continuation && po.question == opt.question &&
+                             sameSampling(po.sampling, opt.sampling) &&
                              p.fullStepsComplete && static_cast<int64_t>(p.fullSteps.size()) == pSteps + 1 &&
                              static_cast<int64_t>(pTraces.size()) == pSteps + 1;
     if (sameContext) {
@@ -270,6 +316,8 @@ void Session::Impl::takeOver(Impl& p) {
                     (!isOracle(runs[r]->config()) || oracleHorizon(runs[r]->config(), opt.plannedSteps) ==
                                                          oracleHorizon(p.runs[j]->config(), po.plannedSteps)) &&
                     runs[r]->budgets().perLayer == p.runs[j]->budgets().perLayer &&
+                    // Q-Filters learnt from another calibration prompt chooses again
+                    (runs[r]->config().id != "qfilter" || po.calibration == opt.calibration) &&
                     runs[r]->budgets().compress == p.runs[j]->budgets().compress &&
                     runs[r]->budgets().note == p.runs[j]->budgets().note) {
                     take(r, j);
@@ -403,6 +451,7 @@ std::shared_ptr<const Trace> Session::Impl::start() {
     checkCancel();
     prepareOracles();
     prepareKvzip();
+    prepareCalibration();
     std::optional<ProgressReporter> progress;
     if (onProgress) progress.emplace(*this);
     readPrompt();
@@ -449,8 +498,8 @@ void Session::Impl::prepareOracles() {
     add();
     for (int64_t s = 1; s <= far; ++s) {
         checkCancel();
-        const int64_t t = s - 1 < static_cast<int64_t>(opt.continuation.size()) ? opt.continuation[s - 1]
-                                                                                : sampler.next(scout.logits());
+        const int64_t forced = forcedToken(s - 1);
+        const int64_t t = forced >= 0 ? forced : sampler.next(scout.logits());
         if (t < 0 || t >= c.vocabSize)
             throw ArgumentError("continuation token id " + std::to_string(t) + " is outside the vocabulary");
         scout.readToken(t);
@@ -470,6 +519,32 @@ void Session::Impl::prepareOracles() {
 // query's softmax over [the chunk's keys | the repeat's own keys, causally],
 // the maximum over the queries and the group's query heads. The repeat is
 // dropped after each chunk. Without a tokenizer the repeat is the chunk alone.
+// The calibration prompt's queries, every layer, for the runs whose policy
+// learns from them (Q-Filters): one forward of it over a scratch cache.
+void Session::Impl::prepareCalibration() {
+    if (opt.calibration.empty()) return;
+    std::vector<size_t> which;
+    for (size_t r = 1; r < runs.size(); ++r)
+        if (takenFrom[r] < 0 && runs[r]->config().id == "qfilter") which.push_back(r);
+    if (which.empty()) return;
+    const ModelConfig& c = model->config();
+    std::vector<std::vector<at::Tensor>> parts(static_cast<size_t>(c.numLayers));
+    KvCache cache = model->newCache();
+    ForwardOptions o;
+    o.lastLogitsOnly = true;
+    o.observer = [&](int64_t l, const LayerCapture& cap) { parts[static_cast<size_t>(l)].push_back(cap.queries.to(at::kFloat)); };
+    const auto n = static_cast<int64_t>(opt.calibration.size());
+    constexpr int64_t kRows = 256;
+    for (int64_t from = 0; from < n; from += kRows) {
+        checkCancel();
+        model->forward(std::vector<int64_t>(opt.calibration.begin() + from, opt.calibration.begin() + std::min(n, from + kRows)),
+                       cache, o);
+    }
+    std::vector<at::Tensor> queries;
+    for (auto& p : parts) queries.push_back(at::cat(p, 1));
+    for (size_t r : which) runs[r]->calibrate(queries);
+}
+
 void Session::Impl::prepareKvzip() {
     std::map<int64_t, std::vector<size_t>> byChunk;
     for (size_t r = 1; r < runs.size(); ++r)
@@ -662,9 +737,10 @@ std::shared_ptr<const Trace> Session::Impl::step() {
     // While catching up, the full cache's token is the one it read before.
     const bool replaying = !computed(0, s + 1);
     if (opt.teacherForced) {
+        const int64_t forced = forcedToken(s);
         const int64_t t = replaying ? previousTokens.at(static_cast<size_t>(position))
-                          : s < static_cast<int64_t>(opt.continuation.size()) ? opt.continuation[s]
-                                                                              : samplers[0].next(runs[0]->logits());
+                          : forced >= 0 ? forced
+                                        : samplers[0].next(runs[0]->logits());
         if (t < 0 || t >= model->config().vocabSize)
             throw ArgumentError("continuation token id " + std::to_string(t) + " is outside the vocabulary");
         next.assign(R, t);
@@ -674,8 +750,10 @@ std::shared_ptr<const Trace> Session::Impl::step() {
                 metrics[r].back().targetLogProb =  // a run taken over until this step has none measured here
                     (logp[r].defined() ? logp[r] : at::log_softmax(runs[r]->logits().to(at::kDouble), -1))[t].item<double>();
     } else {
+        // An agnostic question is read by every run before it generates.
+        const int64_t asked = s < static_cast<int64_t>(opt.question.size()) ? opt.question[static_cast<size_t>(s)] : -1;
         for (size_t r = 0; r < R; ++r)
-            if (failure[r].empty() && computed(r, s + 1)) next[r] = samplers[r].next(runs[r]->logits());
+            if (failure[r].empty() && computed(r, s + 1)) next[r] = asked >= 0 ? asked : samplers[r].next(runs[r]->logits());
         if (replaying) next[0] = previousTokens.at(static_cast<size_t>(position));
     }
     // One batched forward for every run still going: the weights are read

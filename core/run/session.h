@@ -40,10 +40,29 @@ struct SessionOptions {
     // per-step results and the published Traces. The GUI sets it; a batch
     // run (compare, export, needle) need not hold that memory.
     bool refreshable = false;
+    // A question about the prompt (kvpress's `question`), empty for none.
+    // Aware (kvpress query_aware, Finch): it ends the prompt the runs read,
+    // and every policy with an observation window (a `window` parameter)
+    // observes exactly the question (window = its length, which also keeps
+    // it). Agnostic (kvpress's default pipeline, KVzip's setting): the
+    // prompt is read and compressed without it, then every run reads the
+    // question (the first question.size() decode steps, teacher-forced or
+    // not) before it generates; the continuation follows it.
+    enum class QuestionMode { Aware, Agnostic };
+    std::vector<int64_t> question;
+    QuestionMode questionMode = QuestionMode::Agnostic;
+    // A calibration prompt (token ids), empty for none: Q-Filters computes
+    // its filters from the model's queries over it instead of the prompt's
+    // (the reference's calibration corpus, chosen by the user).
+    std::vector<int64_t> calibration;
     // Decode steps the caller means to take (0: unknown): the hindsight
     // oracle's default horizon (`oracle:horizon=0`; 16 when unknown), which it reads ahead.
     int64_t plannedSteps = 0;
 };
+
+// "aware" | "agnostic", and back (ArgumentError naming the text otherwise).
+const char* questionModeName(SessionOptions::QuestionMode m);
+SessionOptions::QuestionMode parseQuestionMode(const std::string& text);
 
 // What a Session took over from the one before it (Session's third constructor).
 struct Reuse {
