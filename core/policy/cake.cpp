@@ -17,6 +17,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include "core/policy/policies.h"
@@ -98,7 +99,7 @@ public:
 
 protected:
     at::Tensor score(const LayerState& state) override {
-        const at::Tensor attn = windowAttention(state);  // [Hkv, G, m, L]
+        const at::Tensor attn = attention(state);  // [Hkv, G, m, L]
         if (!attn.defined()) return {};
         const int64_t Hkv = attn.size(0), G = attn.size(1), L = attn.size(3);
         const at::Tensor before = beforeWindow(state).unsqueeze(1);  // [Hkv, 1, L]
@@ -118,9 +119,18 @@ private:
         if (a.size(2) < 2) return at::zeros_like(a.select(2, 0));
         return a.var(2, /*unbiased=*/true);
     }
-    // disp^(1/tau1) * var^(1/tau2) of the layer's window attention.
-    double preference(const LayerState& state) const {
+    // The window's attention over the state's entries: what the layer
+    // preferences computed for this trim, or computed now (once per layer).
+    at::Tensor attention(const LayerState& state) {
+        auto& kept = m_attention[state.layer];
+        at::Tensor a = kept.seqLen == state.seqLen ? kept.attention : windowAttention(state);
+        kept = {};
+        return a;
+    }
+    // disp^(1/tau1) * var^(1/tau2) of the layer's window attention (kept for its plan).
+    double preference(const LayerState& state) {
         const at::Tensor attn = windowAttention(state);
+        m_attention[state.layer] = {attn, state.seqLen};
         if (!attn.defined()) return 0;
         const at::Tensor a = prefix(attn, state).to(at::kDouble);
         const double disp = -(a * (a + 1e-10).log()).sum().item<double>();
@@ -131,6 +141,11 @@ private:
     double m_gamma, m_tau1, m_tau2;
     bool m_layers;
     std::vector<int64_t> m_chosen;  // the layer budgets, once chosen
+    struct Kept {
+        at::Tensor attention;
+        int64_t seqLen = -1;
+    };
+    std::map<int64_t, Kept> m_attention;  // per layer, between the preferences and the plan
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <ATen/ATen.h>
 
 #include <limits>
+#include <vector>
 
 #include "core/policy/attention.h"
 #include "core/policy/policies.h"
@@ -24,16 +25,30 @@
 namespace kvlens {
 namespace {
 
-// Redundancy of n keys [n, D] -> [n] (see above).
+// Redundancy of n keys [n, D] -> [n] (see above). The similarity matrix
+// is one product; its column sums, less each row's newest duplicate, are one
+// pass over it on the host (no n x n masks or index tensors: at 2,000 keys
+// those were most of R-KV's prompt work).
 at::Tensor redundancy(const at::Tensor& keys) {
     const int64_t n = keys.size(0);
     const at::Tensor unit = keys / (at::norm(keys, 2, {-1}, /*keepdim=*/true) + 1e-8);
-    at::Tensor sim = at::matmul(unit, unit.t());  // [n, n]
-    sim.fill_diagonal_(0);
-    const at::Tensor cols = at::arange(n, keys.options().dtype(at::kLong)).expand({n, n});
-    const at::Tensor last = at::where(sim > 0.5, cols, at::full({}, -1, cols.options())).amax(-1, /*keepdim=*/true);
-    sim = sim.masked_fill(cols == last, 0);  // last = -1 matches no column
-    return (sim.sum(0) / static_cast<double>(n)).softmax(-1);
+    const at::Tensor sim = at::matmul(unit, unit.t()).to(at::kCPU, at::kFloat).contiguous();  // [n, n]
+    const float* s = sim.data_ptr<float>();
+    std::vector<double> cols(static_cast<size_t>(n), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+        const float* row = s + i * n;
+        int64_t last = n - 1;  // the newest key more than 0.5 alike (the diagonal is not one)
+        while (last >= 0 && (last == i || !(row[last] > 0.5f))) --last;
+        double* c = cols.data();
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) c[j] += row[j];
+        c[i] -= row[i];  // the diagonal
+        if (last >= 0) c[last] -= row[last];
+    }
+    at::Tensor mean = at::empty({n}, at::TensorOptions().dtype(at::kFloat));
+    float* m = mean.data_ptr<float>();
+    for (int64_t j = 0; j < n; ++j) m[j] = static_cast<float>(cols[static_cast<size_t>(j)] / static_cast<double>(n));
+    return mean.softmax(-1).to(keys.device());
 }
 
 class RkvPolicy : public ScorerPolicy {
