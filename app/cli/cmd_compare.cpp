@@ -114,7 +114,7 @@ void runCompare(const CompareArgs& a) {
         for (int32_t id : tok->encode(readTextFile(a.calibrationFile, "--calibration-file"), true)) so.calibration.push_back(id);
         if (so.calibration.empty()) throw ArgumentError("--calibration-file " + a.calibrationFile + ": no text to calibrate on");
     }
-    const int64_t steps = QuestionArgs::stepsBefore(so) + a.steps;  // an agnostic question is read first
+    const int64_t steps = questionSteps(so) + a.steps;  // an agnostic question is read first
     so.plannedSteps = steps;
     if (!a.continuationIds.empty()) so.continuation = parseIdList(a.continuationIds, "--continuation-ids");
     if (!a.continuation.empty()) {

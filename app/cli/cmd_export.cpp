@@ -154,6 +154,7 @@ void runExport(ExportArgs a) {
         if (!tok) throw ArgumentError("the session's model has no tokenizer.json: " + dir.string());
         so = sessionOptionsFrom(file, std::make_shared<const Tokenizer>(std::move(*tok)));
         if (a.steps == 0) a.steps = file.decodeSteps;
+        a.steps += questionSteps(so);  // an agnostic question is read before the steps asked for
         if (a.layer < 0) a.layer = file.view.layer;
         if (a.head < 0) a.head = file.view.head;
         if (a.colourScale.empty()) a.colourScale = file.view.colourScale;

@@ -60,10 +60,6 @@ void QuestionArgs::apply(SessionOptions& so, const Tokenizer* tokenizer) const {
     for (int32_t id : tokenizer->encode(text, false)) so.question.push_back(id);
 }
 
-int64_t QuestionArgs::stepsBefore(const SessionOptions& so) {
-    return so.questionMode == SessionOptions::QuestionMode::Agnostic ? static_cast<int64_t>(so.question.size()) : 0;
-}
-
 void PolicyArgs::add(CLI::App& app, bool repeatable) {
     if (repeatable)
         app.add_option("--policy", policies, "eviction policy ID[:k=v,...] (repeatable; see the list below)");

@@ -56,8 +56,6 @@ struct QuestionArgs {
     void add(CLI::App& app);
     // Sets so.question and so.questionMode (the text encoded without special tokens).
     void apply(SessionOptions& so, const Tokenizer* tokenizer) const;
-    // Decode steps the question takes before the generated ones (agnostic), 0 otherwise.
-    static int64_t stepsBefore(const SessionOptions& so);
 };
 
 // --policy ID[:k=v,...] (repeatable or single) and --budget N|R% / --budgets b0,b1,...

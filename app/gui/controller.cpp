@@ -127,6 +127,12 @@ void Controller::setQuestion(const QString& text, bool aware) {
     schedule(kPromptDebounceMs);
 }
 
+void Controller::setCalibration(const QString& text) {
+    if (text == m_calibration) return;
+    m_calibration = text;
+    schedule(kEditDebounceMs);
+}
+
 void Controller::setTeacherForced(bool teacherForced) {
     m_teacherForced = teacherForced;
     schedule(kEditDebounceMs);
@@ -202,6 +208,7 @@ RunRequest Controller::currentRequest() const {
     r.teacherForced = m_teacherForced;
     r.question = m_question;
     r.questionAware = m_questionAware;
+    r.calibration = m_calibration;
     r.layer = m_layer;
     r.head = m_head;
     return r;

@@ -38,6 +38,9 @@ public:
     // A question about the prompt (SessionOptions::question), debounced;
     // aware: it ends the prompt and is the window policies' observation window.
     void setQuestion(const QString& text, bool aware);
+    // Q-Filters' calibration text (SessionOptions::calibration); empty: the prompt.
+    void setCalibration(const QString& text);
+    const QString& calibration() const { return m_calibration; }
     void setShownStep(int step);  // the decode step the views show
     void runNow();                // issue the request at once (skips the debounce; asks again about a long prompt)
     void setLongContextDecider(LongContextDecider d) { m_longContext = std::move(d); }
@@ -144,6 +147,7 @@ private:
     int m_decodeSteps = 16;
     bool m_teacherForced = true;
     QString m_question;
+    QString m_calibration;
     bool m_questionAware = false;
     int64_t m_layer = 0, m_head = 0;
     RunRequest m_last;

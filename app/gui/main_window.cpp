@@ -6,6 +6,7 @@
 #include <QComboBox>
 #include <QDesktopServices>
 #include <QDockWidget>
+#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -254,6 +255,12 @@ void MainWindow::buildActions() {
     add(run, tr("Previous step"), QKeySequence(Qt::Key_Left), [this] { m_transport->stepBy(-1); });
     add(run, tr("Next step"), QKeySequence(Qt::Key_Right), [this] { m_transport->stepBy(1); });
     add(run, tr("Run again"), QKeySequence(Qt::Key_F5), [this] { m_controller->runNow(); });
+    run->addSeparator();
+    add(run, tr("Calibrate Q-Filters on a text file…"), QKeySequence(), [this] { chooseCalibration(); });
+    add(run, tr("Calibrate Q-Filters on the prompt"), QKeySequence(), [this] {
+        m_controller->setCalibration(QString());
+        statusBar()->showMessage(tr("Q-Filters learns its filters from the prompt"), 6000);
+    });
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
     for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
@@ -705,6 +712,7 @@ SessionFile MainWindow::sessionState() const {
     s.prompt = m_prompt->text().toStdString();
     s.question = m_prompt->question().toStdString();
     s.questionMode = m_prompt->questionAware() ? "aware" : "agnostic";
+    s.calibration = m_controller->calibration().toStdString();
     s.policies.clear();
     s.scripts.clear();
     for (const PolicyConfig& p : m_policies->policies()) {
@@ -723,6 +731,28 @@ SessionFile MainWindow::sessionState() const {
     s.view.step = m_controller->shownStep() >= last ? -1 : m_controller->shownStep();
     s.view.colourScale = ui::colourScaleName(m_comparison->colourScale()).toStdString();
     return s;
+}
+
+void MainWindow::chooseCalibration() {
+    const QString file = QFileDialog::getOpenFileName(this, tr("A text for Q-Filters to learn its filters from"),
+                                                      QString(), tr("Text (*.txt *.md);;All files (*)"));
+    if (file.isEmpty()) return;
+    QFile in(file);
+    constexpr qint64 kMaxBytes = 64 << 20;
+    if (!in.open(QIODevice::ReadOnly) || in.size() > kMaxBytes) {
+        QMessageBox::warning(this, tr("Calibrate Q-Filters"),
+                             in.isOpen() ? tr("%1 is larger than 64 MiB; choose a shorter text.").arg(file)
+                                         : tr("%1 cannot be read: %2").arg(file, in.errorString()));
+        return;
+    }
+    const QString text = QString::fromUtf8(in.readAll()).trimmed();
+    if (text.isEmpty()) {
+        QMessageBox::warning(this, tr("Calibrate Q-Filters"), tr("%1 holds no text to learn from.").arg(file));
+        return;
+    }
+    m_controller->setCalibration(text);
+    statusBar()->showMessage(
+        tr("Q-Filters learns its filters from %1 (%2 characters)").arg(QFileInfo(file).fileName()).arg(text.size()), 8000);
 }
 
 QString MainWindow::applySession(const SessionFile& s) {
@@ -749,6 +779,7 @@ QString MainWindow::applySession(const SessionFile& s) {
     m_sessionExtras = s;
     m_prompt->setText(QString::fromStdString(s.prompt));  // emits textEdited: the controller follows
     m_prompt->setQuestion(QString::fromStdString(s.question), s.questionMode == "aware");
+    m_controller->setCalibration(QString::fromStdString(s.calibration));
     m_policies->setPolicies(policies);
     m_controller->setPolicies(policies);
     ui::BudgetState state = m_budget->state();

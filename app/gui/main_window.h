@@ -93,6 +93,8 @@ public:
     // names another). Checks everything first: on an error nothing changes
     // and the reason is returned; empty on success.
     QString applySession(const SessionFile& session);
+    // Run ▸ Calibrate Q-Filters on a text file…: a dialog, then the controller.
+    void chooseCalibration();
     // File > Import llama2.c model...: converts MODEL.bin + TOKENIZER.bin into
     // the new folder outDir (core/model/llama2c.h) and opens it. Returns the
     // reason on failure (nothing is written then), empty on success.

@@ -108,8 +108,7 @@ void Worker::releaseSession() {
 
 int Worker::stepsFor(const RunRequest& r, const SessionOptions& so) {
     // An agnostic question is read first: the decode steps asked for follow it.
-    return r.decodeSteps +
-           (so.questionMode == SessionOptions::QuestionMode::Agnostic ? static_cast<int>(so.question.size()) : 0);
+    return r.decodeSteps + static_cast<int>(questionSteps(so));
 }
 
 SessionOptions Worker::optionsFor(const RunRequest& r) const {
@@ -124,6 +123,8 @@ SessionOptions Worker::optionsFor(const RunRequest& r) const {
     if (!question.isEmpty())
         for (int32_t t : m_tokenizer->encode(question.toStdString(), false)) so.question.push_back(t);
     so.questionMode = r.questionAware ? SessionOptions::QuestionMode::Aware : SessionOptions::QuestionMode::Agnostic;
+    if (!r.calibration.isEmpty())
+        for (int32_t t : m_tokenizer->encode(r.calibration.toStdString(), true)) so.calibration.push_back(t);
     so.plannedSteps = stepsFor(r, so);
     return so;
 }

@@ -30,6 +30,7 @@ struct RunRequest {
     bool teacherForced = true;
     QString question;             // empty: none (SessionOptions::question)
     bool questionAware = false;
+    QString calibration;          // Q-Filters' calibration text; empty: the prompt
     int64_t layer = 0, head = 0;  // the attention map captured
 };
 

@@ -118,6 +118,7 @@ json sessionToJson(const SessionFile& s) {
             {"view",
              {{"layer", s.view.layer}, {"head", s.view.head}, {"step", s.view.step}, {"colour_scale", s.view.colourScale}}}};
     if (!s.question.empty()) j["question"] = {{"text", s.question}, {"mode", s.questionMode}};
+    if (!s.calibration.empty()) j["calibration"] = s.calibration;
     if (!s.scripts.empty()) {
         json scripts = json::array();
         for (const auto& [file, fingerprint] : s.scripts) scripts.push_back({{"file", file}, {"fingerprint", fingerprint}});
@@ -149,6 +150,7 @@ SessionFile sessionFromJson(const json& j, const std::string& source) {
     s.questionMode = optional<std::string>(question, "mode", s.questionMode, source);
     if (s.questionMode != "aware" && s.questionMode != "agnostic")
         throw FormatError(source, "\"question.mode\" '" + s.questionMode + "' is not aware or agnostic");
+    s.calibration = optional<std::string>(j, "calibration", "", source);
     s.decodeSteps = optional<int64_t>(j, "decode_steps", s.decodeSteps, source);
     if (s.decodeSteps < 0) throw FormatError(source, "\"decode_steps\" must not be negative");
     s.teacherForced = optional<bool>(j, "teacher_forced", s.teacherForced, source);

@@ -22,6 +22,7 @@ struct SessionFile {
     std::string prompt;            // text, encoded with the model's tokenizer
     std::string question;          // a question about the prompt; empty: none
     std::string questionMode = "agnostic";  // aware | agnostic (SessionOptions::QuestionMode)
+    std::string calibration;       // Q-Filters' calibration text (SessionOptions::calibration); empty: the prompt
     std::vector<std::string> policies;  // "snapkv:window=16" (the registry's spec syntax;
                                         // a TorchScript scorer as "script:FILE.pt:...")
     // Each TorchScript scorer's file → scriptFingerprint() when saved (opening

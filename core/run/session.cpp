@@ -220,6 +220,10 @@ SessionOptions::QuestionMode parseQuestionMode(const std::string& text) {
     throw ArgumentError("question mode '" + text + "': expected aware or agnostic");
 }
 
+int64_t questionSteps(const SessionOptions& o) {
+    return o.questionMode == SessionOptions::QuestionMode::Agnostic ? static_cast<int64_t>(o.question.size()) : 0;
+}
+
 namespace {
 
 // Query-aware: the question ends the prompt and is the observation window

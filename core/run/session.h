@@ -63,6 +63,9 @@ struct SessionOptions {
 // "aware" | "agnostic", and back (ArgumentError naming the text otherwise).
 const char* questionModeName(SessionOptions::QuestionMode m);
 SessionOptions::QuestionMode parseQuestionMode(const std::string& text);
+// The decode steps an agnostic question takes before the answer's (its
+// tokens), 0 otherwise: callers step that many more.
+int64_t questionSteps(const SessionOptions& o);
 
 // What a Session took over from the one before it (Session's third constructor).
 struct Reuse {

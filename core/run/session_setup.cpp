@@ -44,7 +44,12 @@ SessionOptions sessionOptionsFrom(const SessionFile& file, std::shared_ptr<const
     o.sampling.seed = file.seed;
     o.tokenizer = std::move(tokenizer);
     o.attention = {true, file.view.layer, file.view.head};
-    o.plannedSteps = file.decodeSteps;
+    if (!file.question.empty())
+        for (int32_t id : o.tokenizer->encode(file.question, false)) o.question.push_back(id);
+    o.questionMode = parseQuestionMode(file.questionMode);
+    if (!file.calibration.empty())
+        for (int32_t id : o.tokenizer->encode(file.calibration)) o.calibration.push_back(id);
+    o.plannedSteps = file.decodeSteps + questionSteps(o);
     return o;
 }
 

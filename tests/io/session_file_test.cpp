@@ -62,9 +62,10 @@ nlohmann::json runSession(const SessionFile& f) {
     const fs::path dir = sessionModelDir(f);
     auto tok = std::make_shared<const Tokenizer>(Tokenizer::fromFile(dir / "tokenizer.json"));
     auto model = std::shared_ptr<const Model>(Model::load(dir));
-    Session session(model, sessionOptionsFrom(f, tok));
+    const SessionOptions o = sessionOptionsFrom(f, tok);
+    Session session(model, o);
     auto trace = session.start();
-    for (int64_t i = 0; i < f.decodeSteps; ++i) trace = session.step();
+    for (int64_t i = 0; i < o.plannedSteps; ++i) trace = session.step();
     return traceToJson(*trace);
 }
 
@@ -89,6 +90,34 @@ TEST_F(SessionFileTest, SaveThenOpenGivesTheSameTraces) {
     EXPECT_EQ(first, second);
     ASSERT_EQ(first["policies"].size(), 4u) << "full + three policies";
     EXPECT_EQ(fingerprintNote(opened, model()), "");
+}
+
+TEST_F(SessionFileTest, QuestionAndCalibrationTravelWithTheSession) {
+    SessionFile s = example(model());
+    s.policies = {"snapkv:window=4", "qfilter"};
+    s.question = "what is the code for the red door ?";
+    s.questionMode = "agnostic";
+    s.calibration = "the tired farmer walks slowly near the river .";
+    const fs::path file = s_dir->path() / "question.kvlens.json";
+    saveSession(file, s);
+    const SessionFile opened = loadSession(file);
+    EXPECT_EQ(opened.question, s.question);
+    EXPECT_EQ(opened.questionMode, "agnostic");
+    EXPECT_EQ(opened.calibration, s.calibration);
+    auto tok = std::make_shared<const Tokenizer>(Tokenizer::fromFile(model() / "tokenizer.json"));
+    const SessionOptions o = sessionOptionsFrom(opened, tok);
+    EXPECT_EQ(o.question.size(), tok->encode(s.question, false).size());
+    EXPECT_FALSE(o.calibration.empty());
+    EXPECT_EQ(o.plannedSteps, s.decodeSteps + static_cast<int64_t>(o.question.size())) << "the answer's steps follow the question";
+    EXPECT_EQ(runSession(opened), runSession(s));
+    // Without them the file reads as before (no keys written).
+    const nlohmann::json plain = sessionToJson(example(model()));
+    EXPECT_FALSE(plain.contains("question"));
+    EXPECT_FALSE(plain.contains("calibration"));
+    auto j = sessionToJson(s);
+    j["question"]["mode"] = "sideways";
+    EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("\"question.mode\" 'sideways' is not aware or agnostic"),
+              std::string::npos);
 }
 
 TEST_F(SessionFileTest, CorruptedFutureAndIncompleteFilesSayWhatIsWrong) {
