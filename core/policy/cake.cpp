@@ -17,7 +17,6 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <map>
 #include <numeric>
 
 #include "core/policy/policies.h"
@@ -52,8 +51,11 @@ std::vector<int64_t> cakeLayerBudgets(const std::vector<int64_t>& given, const s
     const double total = std::accumulate(pref.begin(), pref.end(), 0.0);
     if (!(total > 0) || !std::isfinite(total)) return given;  // no preference to go by
     int64_t T = 0;  // the budget beyond the windows
-    for (int64_t g : given) T += std::max<int64_t>(0, g - W);
-    if (T == 0) return given;  // budgets within the window: nothing to share
+    for (int64_t g : given) {
+        if (g < W) return given;  // a layer whose window fills its budget: nothing of it to share
+        T += g - W;
+    }
+    if (T == 0) return given;
     const int64_t cap = std::max<int64_t>(0, N - W);
     std::vector<int64_t> b(given.size());
     int64_t excess = 0;
@@ -78,28 +80,36 @@ public:
           m_tau2(this->config().getReal("tau2")),
           m_layers(this->config().getBool("layer_budgets")) {}
 
-    // Layer budgets are chosen once, where the prompt is compressed.
+    // Layer budgets are chosen once, at the first trim where a layer holds
+    // more than its budget (the end of a prompt longer than the budget);
+    // the cache keeps them (PolicyRun::budgetOf), so later trims need no
+    // look across layers.
     bool crossLayer() const override {
-        return m_layers &&
+        return m_layers && m_chosen.empty() &&
                (config().schedule == Schedule::PrefillOnce || config().schedule == Schedule::PrefillThenStep);
     }
 
     void planAcrossLayers(const std::vector<LayerState>& states, std::vector<int64_t>& perLayer) override {
-        if (m_chosen.empty()) {
-            std::vector<double> pref;
-            int64_t N = 0;
-            for (const LayerState& s : states) {
-                pref.push_back(preference(s));
-                N = std::max(N, s.maxLength());
-            }
-            m_chosen = cakeLayerBudgets(perLayer, pref, window(states.front()), N);
+        bool over = false;  // a prompt within every layer's budget evicts nothing: nothing to share (the reference's rule)
+        for (size_t l = 0; l < states.size(); ++l) {
+            int64_t held = 0;
+            for (int64_t h = 0; h < states[l].numKvHeads; ++h) held += states[l].length(h);
+            over = over || held > states[l].numKvHeads * perLayer[l];
         }
+        if (!over) return;
+        std::vector<double> pref;
+        int64_t N = 0;
+        for (const LayerState& s : states) {
+            pref.push_back(preference(s));
+            N = std::max(N, s.maxLength());
+        }
+        m_chosen = cakeLayerBudgets(perLayer, pref, window(states.front()), N);
         perLayer = m_chosen;
     }
 
 protected:
     at::Tensor score(const LayerState& state) override {
-        const at::Tensor attn = attention(state);  // [Hkv, G, m, L]
+        const at::Tensor attn = windowAttention(state);  // [Hkv, G, m, L]
         if (!attn.defined()) return {};
         const int64_t Hkv = attn.size(0), G = attn.size(1), L = attn.size(3);
         const at::Tensor before = beforeWindow(state).unsqueeze(1);  // [Hkv, 1, L]
@@ -119,18 +129,11 @@ private:
         if (a.size(2) < 2) return at::zeros_like(a.select(2, 0));
         return a.var(2, /*unbiased=*/true);
     }
-    // The window's attention over the state's entries: what the layer
-    // preferences computed for this trim, or computed now (once per layer).
-    at::Tensor attention(const LayerState& state) {
-        auto& kept = m_attention[state.layer];
-        at::Tensor a = kept.seqLen == state.seqLen ? kept.attention : windowAttention(state);
-        kept = {};
-        return a;
-    }
-    // disp^(1/tau1) * var^(1/tau2) of the layer's window attention (kept for its plan).
-    double preference(const LayerState& state) {
+    // disp^(1/tau1) * var^(1/tau2) of the layer's window attention. (Its
+    // plan computes the attention again: keeping every layer's until then
+    // costs Hq x W x L floats a layer, and measured no faster.)
+    double preference(const LayerState& state) const {
         const at::Tensor attn = windowAttention(state);
-        m_attention[state.layer] = {attn, state.seqLen};
         if (!attn.defined()) return 0;
         const at::Tensor a = prefix(attn, state).to(at::kDouble);
         const double disp = -(a * (a + 1e-10).log()).sum().item<double>();
@@ -141,11 +144,6 @@ private:
     double m_gamma, m_tau1, m_tau2;
     bool m_layers;
     std::vector<int64_t> m_chosen;  // the layer budgets, once chosen
-    struct Kept {
-        at::Tensor attention;
-        int64_t seqLen = -1;
-    };
-    std::map<int64_t, Kept> m_attention;  // per layer, between the preferences and the plan
 };
 
 }  // namespace

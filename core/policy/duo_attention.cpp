@@ -58,7 +58,8 @@ public:
         s.count += static_cast<int64_t>(pick.size());
     }
 
-    bool crossLayer() const override { return true; }
+    // Until the split is made (then every layer plans by it alone).
+    bool crossLayer() const override { return m_streaming.empty(); }
 
     // The split is made once, when the prompt has been read.
     void planAcrossLayers(const std::vector<LayerState>& states, std::vector<int64_t>& perLayer) override {
@@ -69,13 +70,15 @@ public:
         for (const LayerState& s : states) {
             const std::vector<double> scores = headScores(s);
             m_scores.push_back(scores);
-            for (size_t h = 0; h < scores.size(); ++h)
-                byScore.emplace_back(scores[h], s.layer * s.numKvHeads + static_cast<int64_t>(h));
+            for (size_t h = 0; h < scores.size(); ++h)  // a head that cannot be scored (NaN) retrieves
+                byScore.emplace_back(std::isnan(scores[h]) ? std::numeric_limits<double>::infinity() : scores[h],
+                                     s.layer * s.numKvHeads + static_cast<int64_t>(h));
         }
         // Lowest first; ties to the lower layer and head, as a stable argsort would.
         std::stable_sort(byScore.begin(), byScore.end(),
                          [](const auto& a, const auto& b) { return a.first < b.first; });
-        const auto streaming = static_cast<size_t>(std::llround(m_ratio * static_cast<double>(byScore.size())));
+        // Rounded half to even, as kvpress's Python round() does.
+        const auto streaming = static_cast<size_t>(std::nearbyint(m_ratio * static_cast<double>(byScore.size())));
         const int64_t Hkv = states.front().numKvHeads;
         m_streaming.assign(states.size(), std::vector<bool>(static_cast<size_t>(Hkv), false));
         for (size_t i = 0; i < streaming && i < byScore.size(); ++i)
@@ -153,11 +156,12 @@ private:
             keys = state.rotate(keys, at::arange(Q, longs.device(kbar.device()))).to(at::kFloat);
             query = state.rotate(query, at::full({1}, Q - 1, longs.device(kbar.device()))).to(at::kFloat);
         }
-        const at::Tensor logits = at::matmul(keys.repeat_interleave(G, 0), query.transpose(1, 2)).squeeze(-1) *
-                                  state.scale;                                   // [Hq, Q]
+        // [Hkv, Q, D] x [Hkv, D, G]: each KV head's keys against its group's queries.
+        const at::Tensor logits = at::matmul(keys, query.view({Hkv, G, D}).transpose(1, 2)).transpose(1, 2) *
+                                  state.scale;                                   // [Hkv, G, Q]
         const at::Tensor a = logits.softmax(-1);
         const at::Tensor area = (at::arange(Q, 0, -1, a.options()) / static_cast<double>(Q));  // (Q - j) / Q
-        const at::Tensor perHead = (a * area).sum(-1).view({Hkv, G}).mean(1).to(at::kCPU, at::kDouble).contiguous();
+        const at::Tensor perHead = (a * area).sum(-1).mean(1).to(at::kCPU, at::kDouble).contiguous();
         return std::vector<double>(perHead.data_ptr<double>(), perHead.data_ptr<double>() + Hkv);
     }
 

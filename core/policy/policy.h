@@ -121,17 +121,18 @@ public:
     // split): when crossLayer(), every trim first calls planAcrossLayers
     // with the state of every layer (each layer's plan then gets its own
     // back) and the layer budgets the allocator gave, which the policy may
-    // redistribute before any layer plans.
+    // redistribute before any layer plans. A policy says so only while it
+    // still has to decide (each such trim holds every layer's state at once).
     virtual bool crossLayer() const { return false; }
+    virtual void planAcrossLayers(const std::vector<LayerState>& states, std::vector<int64_t>& perLayer) {
+        (void)states, (void)perLayer;
+    }
 
     // The queries of a calibration prompt the user chose, per layer
     // [Hq, n, D] after RoPE (SessionOptions::calibration), given before the
     // prompt is read: Q-Filters learns its filters from them instead of
     // from the prompt's. Others ignore them.
     virtual void calibrate(const std::vector<at::Tensor>& queriesPerLayer) { (void)queriesPerLayer; }
-    virtual void planAcrossLayers(const std::vector<LayerState>& states, std::vector<int64_t>& perLayer) {
-        (void)states, (void)perLayer;
-    }
 
 protected:
     Policy(const PolicyInfo& info, PolicyConfig config) : m_info(&info), m_config(std::move(config)) {}

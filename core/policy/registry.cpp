@@ -225,7 +225,7 @@ std::deque<PolicyInfo> buildRegistry() {
                                     intParam("recent", "256", 0, kMaxTokens, "a streaming head's newest entries kept"),
                                     realParam("ratio", "0.5", 0, 1,
                                               "share of all KV heads (every layer) made streaming heads"),
-                                    intParam("q_len", "500", 2, 1e6,
+                                    intParam("q_len", "500", 2, 65536,
                                              "positions the mean query and key are placed over to score a head")},
                                    onPrefill))),
         sessionScored(info("oracle", "Hindsight oracle (not deployable)",

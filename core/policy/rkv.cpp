@@ -32,7 +32,15 @@ namespace {
 at::Tensor redundancy(const at::Tensor& keys) {
     const int64_t n = keys.size(0);
     const at::Tensor unit = keys / (at::norm(keys, 2, {-1}, /*keepdim=*/true) + 1e-8);
-    const at::Tensor sim = at::matmul(unit, unit.t()).to(at::kCPU, at::kFloat).contiguous();  // [n, n]
+    if (!keys.is_cpu()) {  // on a device: tensor ops there, rather than the matrix copied to the host
+        at::Tensor sim = at::matmul(unit, unit.t());  // [n, n]
+        sim.fill_diagonal_(0);
+        const at::Tensor cols = at::arange(n, keys.options().dtype(at::kLong)).expand({n, n});
+        const at::Tensor last = at::where(sim > 0.5, cols, at::full({}, -1, cols.options())).amax(-1, /*keepdim=*/true);
+        sim = sim.masked_fill(cols == last, 0);  // last = -1 matches no column
+        return (sim.sum(0) / static_cast<double>(n)).softmax(-1);
+    }
+    const at::Tensor sim = at::matmul(unit, unit.t()).contiguous();  // [n, n] fp32 on the host
     const float* s = sim.data_ptr<float>();
     std::vector<double> cols(static_cast<size_t>(n), 0.0);
     for (int64_t i = 0; i < n; ++i) {
@@ -48,7 +56,7 @@ at::Tensor redundancy(const at::Tensor& keys) {
     at::Tensor mean = at::empty({n}, at::TensorOptions().dtype(at::kFloat));
     float* m = mean.data_ptr<float>();
     for (int64_t j = 0; j < n; ++j) m[j] = static_cast<float>(cols[static_cast<size_t>(j)] / static_cast<double>(n));
-    return mean.softmax(-1).to(keys.device());
+    return mean.softmax(-1);
 }
 
 class RkvPolicy : public ScorerPolicy {

@@ -7,6 +7,10 @@
 #include <limits>
 #include <numeric>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "core/error.h"
 #include "core/policy/select.h"
 
@@ -228,7 +232,16 @@ ScorerPolicy::ScorerPolicy(const PolicyInfo& info, PolicyConfig config)
       m_critical(this->config().has("critical") && this->config().getBool("critical")),
       m_firstStage(this->config().has("first_stage") ? this->config().getReal("first_stage") : 0.5),
       m_threshold(thresholdSelect(this->config())),
-      m_tau(this->config().has("threshold") ? static_cast<float>(this->config().getReal("threshold")) : 0.f) {}
+      m_tau(this->config().has("threshold") ? static_cast<float>(this->config().getReal("threshold")) : 0.f) {
+    if (!m_threshold) return;
+    // What divides a budget has nothing to divide when a threshold decides.
+    const PolicyConfig& c = this->config();
+    for (const auto& [name, neutral] : std::vector<std::pair<std::string, std::string>>{
+             {"heads", "uniform"}, {"alloc", "uniform"}, {"critical", "false"}})
+        if (c.has(name) && c.text(name) != neutral)
+            throw ArgumentError(c.id + ": " + name + "=" + c.text(name) + " does not apply with select=threshold (set " +
+                                name + "=" + neutral + "; a threshold keeps what scores enough, no budget is divided)");
+}
 
 Plan ScorerPolicy::plan(const LayerState& state) {
     const int64_t B = std::max<int64_t>(0, state.budget), H = state.numKvHeads;

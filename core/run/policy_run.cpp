@@ -50,6 +50,10 @@ std::string scheduleLabel(const PolicyConfig& c) {
 // (sinks, window) stays. A broken promise is a bug in the policy: an Error
 // naming it, never a cache that silently holds something else.
 void checkPlanHolds(const PolicyConfig& config, const LayerState& st, const Plan& plan) {
+    checkPlanHolds(config, st, plan, budgetIsOutcome(config));
+}
+
+void checkPlanHolds(const PolicyConfig& config, const LayerState& st, const Plan& plan, bool budgetIsAnOutcome) {
     auto broken = [&](const std::string& what) {
         throw Error("policy " + config.label() + " broke its plan at layer " + std::to_string(st.layer) + ": " + what);
     };
@@ -58,7 +62,7 @@ void checkPlanHolds(const PolicyConfig& config, const LayerState& st, const Plan
     bool everything = true;
     for (int64_t h = 0; h < st.numKvHeads; ++h) everything &= static_cast<int64_t>(plan.keep[h].size()) == st.length(h);
     // A threshold keeps what scores high enough: no budget to hold to.
-    const bool byThreshold = budgetIsOutcome(config);
+    const bool byThreshold = budgetIsAnOutcome;
     const bool perHead = adaptiveHeads(config) || everything || byThreshold;
     int64_t kept = 0;
     for (int64_t h = 0; h < st.numKvHeads; ++h) {
@@ -323,7 +327,7 @@ void PolicyRun::trim() {
         if (total <= c.numKvHeads * budgetOf(l) && !m_threshold) continue;
         LayerState st = across.empty() ? takeState(l, m_cache.seqLen()) : std::move(across[static_cast<size_t>(l)]);
         Plan plan = m_policy->plan(st);
-        checkPlanHolds(m_config, st, plan);
+        checkPlanHolds(m_config, st, plan, m_threshold);
         m_cache.apply(l, plan.keep);
         m_policy->applied(l, plan.keep);
         record(l, std::move(st.positions), std::move(plan));  // the state's positions are those before the trim

@@ -36,6 +36,9 @@ struct PromptRecord {
 // kept exactly when its reason is not Evicted (so protected entries stay).
 // Throws Error naming the policy and the layer.
 void checkPlanHolds(const PolicyConfig& config, const LayerState& state, const Plan& plan);
+// The same, told whether the config's budget is an outcome (budgetIsOutcome,
+// which a run knows once: no registry look-up per layer and trim).
+void checkPlanHolds(const PolicyConfig& config, const LayerState& state, const Plan& plan, bool budgetIsAnOutcome);
 
 struct CaptureTarget {
     bool enabled = false;

@@ -524,25 +524,44 @@ void Session::Impl::prepareOracles() {
 // the maximum over the queries and the group's query heads. The repeat is
 // dropped after each chunk. Without a tokenizer the repeat is the chunk alone.
 // The calibration prompt's queries, every layer, for the runs whose policy
-// learns from them (Q-Filters): one forward of it over a scratch cache.
+// learns from them (Q-Filters): the text read in segments of at most 2,048
+// tokens (as the reference's calibration texts; within the model's
+// context), each on a fresh scratch cache, keeping on the host only every
+// stride-th query, as many as the runs sample at most.
 void Session::Impl::prepareCalibration() {
     if (opt.calibration.empty()) return;
     std::vector<size_t> which;
+    int64_t samples = 1;
     for (size_t r = 1; r < runs.size(); ++r)
-        if (takenFrom[r] < 0 && runs[r]->config().id == "qfilter") which.push_back(r);
+        if (takenFrom[r] < 0 && runs[r]->config().id == "qfilter") {
+            which.push_back(r);
+            samples = std::max(samples, runs[r]->config().getInt("samples"));
+        }
     if (which.empty()) return;
     const ModelConfig& c = model->config();
+    const auto n = static_cast<int64_t>(opt.calibration.size());
+    const int64_t stride = (n + samples - 1) / samples;
+    const int64_t segment = std::max<int64_t>(1, std::min<int64_t>(2048, c.maxPositions > 0 ? c.maxPositions : 2048));
+    constexpr int64_t kRows = 256;
     std::vector<std::vector<at::Tensor>> parts(static_cast<size_t>(c.numLayers));
-    KvCache cache = model->newCache();
+    int64_t from = 0;  // the text position of the forward's first row
     ForwardOptions o;
     o.lastLogitsOnly = true;
-    o.observer = [&](int64_t l, const LayerCapture& cap) { parts[static_cast<size_t>(l)].push_back(cap.queries.to(at::kFloat)); };
-    const auto n = static_cast<int64_t>(opt.calibration.size());
-    constexpr int64_t kRows = 256;
-    for (int64_t from = 0; from < n; from += kRows) {
-        checkCancel();
-        model->forward(std::vector<int64_t>(opt.calibration.begin() + from, opt.calibration.begin() + std::min(n, from + kRows)),
-                       cache, o);
+    o.observer = [&](int64_t l, const LayerCapture& cap) {
+        std::vector<int64_t> pick;  // rows at text positions that are multiples of the stride
+        for (int64_t i = 0; i < cap.queries.size(1); ++i)
+            if ((from + i) % stride == 0) pick.push_back(i);
+        if (pick.empty()) return;
+        const at::Tensor idx = at::tensor(pick, at::TensorOptions().dtype(at::kLong)).to(cap.queries.device());
+        parts[static_cast<size_t>(l)].push_back(cap.queries.index_select(1, idx).to(at::kCPU, at::kFloat));
+    };
+    for (int64_t start = 0; start < n; start += segment) {
+        KvCache cache = model->newCache();
+        for (from = start; from < std::min(n, start + segment); from += kRows) {
+            checkCancel();
+            const int64_t end = std::min({n, start + segment, from + kRows});
+            model->forward(std::vector<int64_t>(opt.calibration.begin() + from, opt.calibration.begin() + end), cache, o);
+        }
     }
     std::vector<at::Tensor> queries;
     for (auto& p : parts) queries.push_back(at::cat(p, 1));

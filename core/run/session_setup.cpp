@@ -44,8 +44,10 @@ SessionOptions sessionOptionsFrom(const SessionFile& file, std::shared_ptr<const
     o.sampling.seed = file.seed;
     o.tokenizer = std::move(tokenizer);
     o.attention = {true, file.view.layer, file.view.head};
-    if (!file.question.empty())
-        for (int32_t id : o.tokenizer->encode(file.question, false)) o.question.push_back(id);
+    // Trimmed, as the GUI's field is read.
+    const auto first = file.question.find_first_not_of(" \t\r\n"), last = file.question.find_last_not_of(" \t\r\n");
+    if (first != std::string::npos)
+        for (int32_t id : o.tokenizer->encode(file.question.substr(first, last - first + 1), false)) o.question.push_back(id);
     o.questionMode = parseQuestionMode(file.questionMode);
     if (!file.calibration.empty())
         for (int32_t id : o.tokenizer->encode(file.calibration)) o.calibration.push_back(id);

@@ -15,6 +15,23 @@ using namespace kvlens::test;
 
 namespace {
 
+// HF's RoPE (rotate half, theta 10000) written out: x [H, n, D], positions [n].
+Rerotation hfRope(int64_t D) {
+    return [D](const at::Tensor& x, const at::Tensor& positions) {
+        auto angle = [D](int64_t pos, int64_t d) { return double(pos) * std::pow(10000.0, -2.0 * double(d % (D / 2)) / D); };
+        at::Tensor out = x.clone();
+        for (int64_t h = 0; h < x.size(0); ++h)
+            for (int64_t i = 0; i < x.size(1); ++i) {
+                const int64_t p = positions[i].item<int64_t>();
+                for (int64_t d = 0; d < D; ++d) {
+                    const double half = d < D / 2 ? -x[h][i][d + D / 2].item<float>() : x[h][i][d - D / 2].item<float>();
+                    out[h][i][d] = x[h][i][d].item<float>() * std::cos(angle(p, d)) + half * std::sin(angle(p, d));
+                }
+            }
+        return out;
+    };
+}
+
 LayerState layerOf(int64_t length, int64_t budget, int64_t layer = 0, int64_t kvHeads = 1) {
     const at::Tensor k = at::randn({kvHeads, length, 4});
     std::vector<std::vector<int64_t>> pos(static_cast<size_t>(kvHeads));
@@ -531,6 +548,47 @@ TEST(DuoAttention, HeadsThatLookFurtherBackRetrieveWithRope) {
     EXPECT_NEAR(plan.scores[0][0].item<float>(), 1001.0 / 2000.0, 1e-6);
 }
 
+TEST(DuoAttention, HeadScoreUndoesRopeAndPlacesTheMeansByPlainLoops) {
+    at::manual_seed(37);
+    // 2 query heads over 1 KV head, head_dim 4, 6 prompt tokens, q_len 5.
+    // The cache and the observed queries are after RoPE; the head's score
+    // comes from the means before it, placed at 0..4 and the query at 4.
+    const int64_t D = 4, T = 6, Q = 5;
+    const Rerotation rope = hfRope(D);
+    const at::Tensor qpre = at::randn({2, T, D}), kpre = at::randn({1, T, D});
+    const at::Tensor positions = at::arange(T, at::kLong);
+    auto p = policy("duo:ratio=0,q_len=5");
+    LayerState s = makeState(rope(kpre, positions), at::randn({1, T, D}), 2, 3);
+    s.seqLen = s.promptLength = T;
+    s.rotate = rope;
+    Observation obs;
+    obs.queries = rope(qpre, positions);
+    for (int64_t i = 0; i < T; ++i) obs.queryPositions.push_back(i);
+    p->observe(s, obs);
+    std::vector<int64_t> budgets = {3};
+    p->planAcrossLayers({s}, budgets);
+    const Plan plan = p->plan(s);
+    const at::Tensor kbar = kpre.mean(1, /*keepdim=*/true).expand({1, Q, D}).contiguous();  // [1, Q, D]
+    const at::Tensor keys = rope(kbar, at::arange(Q, at::kLong));
+    double score = 0;
+    for (int64_t h = 0; h < 2; ++h) {
+        const at::Tensor q = rope(qpre[h].mean(0).view({1, 1, D}), at::full({1}, Q - 1, at::kLong));
+        std::vector<double> logit(Q);
+        double top = -1e30, z = 0, area = 0;
+        for (int64_t j = 0; j < Q; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < D; ++d) dot += q[0][0][d].item<float>() * keys[0][j][d].item<float>();
+            logit[j] = dot / std::sqrt(double(D));
+            top = std::max(top, logit[j]);
+        }
+        for (double x : logit) z += std::exp(x - top);
+        for (int64_t j = 0; j < Q; ++j) area += std::exp(logit[j] - top) / z * double(Q - j) / Q;
+        score += area / 2;
+    }
+    EXPECT_NEAR(plan.scores[0][2].item<float>(), score, 1e-5);
+    EXPECT_GT(std::abs(score - 6.0 / 10.0), 1e-3) << "RoPE must move the score off the uniform row's (q_len+1)/(2 q_len)";
+}
+
 TEST(QFilter, ScoresKeysOnTheMainDirectionOfTheHeadsPromptQueries) {
     at::manual_seed(19);
     // Two query heads over one KV head. Each head's 5 prompt queries lie on
@@ -588,18 +646,7 @@ TEST(ExpectedAttention, ExpectedLogitsOfTheRotatedQueryStatisticsByPlainLoops) {
     // (rotate half, theta 10000) written out here.
     const int64_t D = 4, T = 6, S = 1, F = 3;
     auto angle = [&](int64_t pos, int64_t d) { return double(pos) * std::pow(10000.0, -2.0 * double(d % (D / 2)) / D); };
-    auto rope = [&](const at::Tensor& x, const at::Tensor& positions) {  // x [H, n, D], positions [n]
-        at::Tensor out = x.clone();
-        for (int64_t h = 0; h < x.size(0); ++h)
-            for (int64_t i = 0; i < x.size(1); ++i) {
-                const int64_t p = positions[i].item<int64_t>();
-                for (int64_t d = 0; d < D; ++d) {
-                    const double half = d < D / 2 ? -x[h][i][d + D / 2].item<float>() : x[h][i][d - D / 2].item<float>();
-                    out[h][i][d] = x[h][i][d].item<float>() * std::cos(angle(p, d)) + half * std::sin(angle(p, d));
-                }
-            }
-        return out;
-    };
+    const Rerotation rope = hfRope(D);
     const at::Tensor pre = at::randn({2, T, D}), k = at::randn({1, T, D}), v = at::randn({1, T, D});
     const at::Tensor post = rope(pre, at::arange(T, at::kLong));
     auto p = policy("expected_attention:sinks=1,n_future=3");

@@ -218,7 +218,7 @@ TEST(CrossLayer, DuoAttentionStreamsItsShareOfHeadsAndTheOthersKeepEverything) {
         }
     }
     const int64_t heads = trace->numLayers * trace->numKvHeads;
-    EXPECT_EQ(streaming, static_cast<int64_t>(std::llround(0.5 * static_cast<double>(heads))));
+    EXPECT_EQ(streaming, static_cast<int64_t>(std::nearbyint(0.5 * static_cast<double>(heads))));
     EXPECT_EQ(streaming + retrieval, heads);
 }
 

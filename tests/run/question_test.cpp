@@ -123,3 +123,25 @@ TEST(Calibration, QFilterLearnsItsFiltersFromTheCalibrationPrompt) {
     bad.calibration = {questionModel()->config().vocabSize};
     EXPECT_THROW(Session(questionModel(), bad), ArgumentError);
 }
+
+// A refresh (the GUI's next Session, taking over from the previous one)
+// after another question or another calibration text computes what they
+// change: its Traces equal a new Session's.
+TEST(Question, ARefreshAfterAnotherQuestionOrCalibrationEqualsANewSession) {
+    auto refreshed = [](SessionOptions before, SessionOptions after, const char* what) {
+        before.refreshable = after.refreshable = true;
+        auto previous = std::make_unique<Session>(questionModel(), before);
+        test::runAll(*previous, 8);
+        Session next(questionModel(), after, std::move(previous));
+        Session fresh(questionModel(), after);
+        test::expectSameTraces(test::runAll(next, 8), test::runAll(fresh, 8), 1e-5, what);
+    };
+    SessionOptions a = base({"snapkv", "qfilter"});
+    a.question = questionTokens();
+    SessionOptions b = a;
+    b.question = test::randomTokens(6, questionModel()->config().vocabSize, 8);
+    refreshed(a, b, "another question");
+    SessionOptions c = a;
+    c.calibration = test::randomTokens(64, questionModel()->config().vocabSize, 77);
+    refreshed(a, c, "a calibration text");
+}
