@@ -210,20 +210,6 @@ void Session::Impl::validate() const {
     }
 }
 
-const char* questionModeName(SessionOptions::QuestionMode m) {
-    return m == SessionOptions::QuestionMode::Aware ? "aware" : "agnostic";
-}
-
-SessionOptions::QuestionMode parseQuestionMode(const std::string& text) {
-    if (text == "aware") return SessionOptions::QuestionMode::Aware;
-    if (text == "agnostic") return SessionOptions::QuestionMode::Agnostic;
-    throw ArgumentError("question mode '" + text + "': expected aware or agnostic");
-}
-
-int64_t questionSteps(const SessionOptions& o) {
-    return o.questionMode == SessionOptions::QuestionMode::Agnostic ? static_cast<int64_t>(o.question.size()) : 0;
-}
-
 namespace {
 
 // Query-aware: the question ends the prompt and is the observation window

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/policy/budget.h"
 #include "core/policy/policy_info.h"
 #include "core/run/sampler_options.h"
@@ -61,11 +62,20 @@ struct SessionOptions {
 };
 
 // "aware" | "agnostic", and back (ArgumentError naming the text otherwise).
-const char* questionModeName(SessionOptions::QuestionMode m);
-SessionOptions::QuestionMode parseQuestionMode(const std::string& text);
+// Inline: torch-free code (the CLI's argument parsing, its fuzzer) uses them.
+inline const char* questionModeName(SessionOptions::QuestionMode m) {
+    return m == SessionOptions::QuestionMode::Aware ? "aware" : "agnostic";
+}
+inline SessionOptions::QuestionMode parseQuestionMode(const std::string& text) {
+    if (text == "aware") return SessionOptions::QuestionMode::Aware;
+    if (text == "agnostic") return SessionOptions::QuestionMode::Agnostic;
+    throw ArgumentError("question mode '" + text + "': expected aware or agnostic");
+}
 // The decode steps an agnostic question takes before the answer's (its
 // tokens), 0 otherwise: callers step that many more.
-int64_t questionSteps(const SessionOptions& o);
+inline int64_t questionSteps(const SessionOptions& o) {
+    return o.questionMode == SessionOptions::QuestionMode::Agnostic ? static_cast<int64_t>(o.question.size()) : 0;
+}
 
 // What a Session took over from the one before it (Session's third constructor).
 struct Reuse {
