@@ -75,9 +75,15 @@ std::vector<ParamSpec> withCommon(std::vector<ParamSpec> own, const CommonDefaul
     return own;
 }
 
+// The observation window of the policies that score by their last queries
+// (the SnapKV family, R-KV, CAKE).
+ParamSpec windowParam(const char* def) {
+    return intParam("window", def, 1, kMaxTokens, "observation window: the last W queries, whose keys are always kept");
+}
+
 std::vector<ParamSpec> snapParams(std::vector<ParamSpec> extra = {}) {
     std::vector<ParamSpec> p = {
-        intParam("window", "32", 1, kMaxTokens, "observation window: the last W queries, whose keys are always kept"),
+        windowParam("32"),
         intParam("kernel", "7", 1, 1001, "pooling kernel along the keys (stride 1, padding ignored)"),
         choiceParam("pool", "max", {"max", "avg"}, "pooling of the window's attention along the keys"),
     };
@@ -181,8 +187,7 @@ std::deque<PolicyInfo> buildRegistry() {
              "importance (pooled window attention) minus redundancy (key cosine similarity); keep the top B-W + "
              "the window",
              prefill, Keys,
-             withCommon({intParam("window", "8", 1, kMaxTokens,
-                                  "observation window: the last W queries, whose keys are always kept"),
+             withCommon({windowParam("8"),
                          intParam("kernel", "7", 1, 1001, "max-pooling kernel of the importance along the keys"),
                          realParam("lambda", "0.07", 0, 1, "weight of importance against redundancy")},
                         onPrefill)),
@@ -205,8 +210,7 @@ std::deque<PolicyInfo> buildRegistry() {
              "window attention's mean + gamma x variance over the window queries, pooled; layer budgets by each "
              "layer's attention entropy and variance",
              prefill, Keys,
-             withCommon({intParam("window", "32", 1, kMaxTokens,
-                                  "observation window: the last W queries, whose keys are always kept"),
+             withCommon({windowParam("32"),
                          intParam("kernel", "5", 1, 1001, "pooling kernel along the keys (stride 1, padding ignored)"),
                          choiceParam("pool", "avg", {"max", "avg"}, "pooling of the scores along the keys"),
                          realParam("gamma", "200", 0, 1e9, "weight of the attention's variance over the window queries"),
