@@ -119,6 +119,7 @@ KvCache::LayerView KvCache::append(int64_t layer, const at::Tensor& k, const at:
                     std::to_string(m_headDim) + "]");
     const int64_t rot0 = rotaryPosition(layer);
     if (n == 1 && placeInHoles(L, k, v, rot0)) {
+        ++L.ahead;
         LayerView view{L.k.narrow(1, 0, L.used), L.v.narrow(1, 0, L.used), at::Tensor(), 1, false};
         if (!L.dense) view.valid = L.valid.narrow(1, 0, L.used);
         return view;
@@ -130,16 +131,20 @@ KvCache::LayerView KvCache::append(int64_t layer, const at::Tensor& k, const at:
     for (int64_t h = 0; h < m_kvHeads; ++h)
         for (int64_t i = 0; i < n; ++i) {
             L.cols[h].push_back(L.used + i);
-            L.pos[h].push_back(m_seqLen + i);
+            L.pos[h].push_back(m_seqLen + L.ahead + i);
             if (m_options.rerotate) L.rot[h].push_back(rot0 + i);
         }
     L.used += n;
+    L.ahead += n;
     LayerView view{L.k.narrow(1, 0, L.used), L.v.narrow(1, 0, L.used), at::Tensor(), n};
     if (!L.dense) view.valid = L.valid.narrow(1, 0, L.used);
     return view;
 }
 
-void KvCache::advance(int64_t n) { m_seqLen += n; }
+void KvCache::advance(int64_t n) {
+    m_seqLen += n;
+    for (Layer& L : m_layers) L.ahead = 0;
+}
 
 bool KvCache::placeInHoles(Layer& L, const at::Tensor& k, const at::Tensor& v, int64_t rot0) {
     for (const auto& h : L.holes)
@@ -151,7 +156,7 @@ bool KvCache::placeInHoles(Layer& L, const at::Tensor& k, const at::Tensor& v, i
         L.holes[h].pop_back();
         holesLeft = holesLeft || !L.holes[h].empty();
         L.cols[h].push_back(cols.back());
-        L.pos[h].push_back(m_seqLen);
+        L.pos[h].push_back(m_seqLen + L.ahead);
         if (m_options.rerotate) L.rot[h].push_back(rot0);
     }
     // Dense again once every freed column is reused and the heads are even.
@@ -460,17 +465,26 @@ at::Tensor KvCache::byEntry(int64_t layer, const at::Tensor& x) const {
     return out;
 }
 
-uint64_t KvCache::bytesHeld() const {
+uint64_t KvCache::bytesHeld(int64_t layer) const {
     uint64_t entries = 0;
-    for (const auto& L : m_layers)
-        for (const auto& c : L.cols) entries += c.size();
+    for (const auto& c : m_layers.at(layer).cols) entries += c.size();
     return entries * entryBytes();
+}
+
+uint64_t KvCache::bytesAllocated(int64_t layer) const {
+    const Layer& L = m_layers.at(layer);
+    return L.k.defined() ? static_cast<uint64_t>(L.k.nbytes() + L.v.nbytes()) : 0;
+}
+
+uint64_t KvCache::bytesHeld() const {
+    uint64_t n = 0;
+    for (int64_t l = 0; l < layers(); ++l) n += bytesHeld(l);
+    return n;
 }
 
 uint64_t KvCache::bytesAllocated() const {
     uint64_t n = 0;
-    for (const auto& L : m_layers)
-        if (L.k.defined()) n += static_cast<uint64_t>(L.k.nbytes() + L.v.nbytes());
+    for (int64_t l = 0; l < layers(); ++l) n += bytesAllocated(l);
     return n;
 }
 

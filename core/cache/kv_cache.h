@@ -81,6 +81,8 @@ public:
     // Appends n entries per head (k, v: [Hkv, n, D], keys rotated at the
     // positions given by rotaryPosition(layer)). Positions are the true positions
     // seqLen() .. seqLen()+n-1; call advance(n) once all layers are appended.
+    // A layer may take its n rows in several appends (a forward reading rows
+    // one after another, trimming between them): each continues the positions.
     LayerView append(int64_t layer, const at::Tensor& k, const at::Tensor& v);
     void advance(int64_t n);
 
@@ -130,8 +132,10 @@ public:
 
     // Σ kept entries × bytes per entry (K and V): what the policy holds.
     uint64_t bytesHeld() const;
+    uint64_t bytesHeld(int64_t layer) const;
     // Bytes of the K/V tensors actually allocated (capacity included).
     uint64_t bytesAllocated() const;
+    uint64_t bytesAllocated(int64_t layer) const;
     // Bytes of the storage columns in use (padding of ragged heads included).
     uint64_t bytesInUse() const;
 
@@ -141,6 +145,7 @@ private:
         at::Tensor valid;     // [Hkv, capacity] bool; undefined until the first hole (then kept, all true while dense)
         bool dense = true;    // every column < used holds an entry in every head: attention needs no mask
         int64_t used = 0;     // columns in use
+        int64_t ahead = 0;    // rows appended since the last advance()
         std::vector<std::vector<int64_t>> cols;  // per head: storage column of each entry
         std::vector<std::vector<int64_t>> pos;   // per head: true position of each entry
         // Per head: position each key is rotated at. Kept only under rerotate:

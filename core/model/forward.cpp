@@ -226,6 +226,8 @@ std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) 
             if (t < 0 || t >= c.vocabSize)
                 throw ArgumentError("token id " + std::to_string(t) + " outside the vocabulary [0, " +
                                     std::to_string(c.vocabSize) + ")");
+        if (seg.options->rowObserver && (!seg.options->band.empty() || seg.cache->rerotate() || seg.options->captureAttention))
+            throw ArgumentError("forward: rows read one after another cannot have a band, a re-rotated cache or captured attention");
         pos0[r] = seg.cache->seqLen();
         if (c.family == Family::Gpt2 && pos0[r] + n > c.maxPositions)
             throw ArgumentError("gpt2 has learned positions for " + std::to_string(c.maxPositions) +
@@ -291,6 +293,21 @@ std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) 
             KvCache& cache = *seg.cache;
             const int64_t n = count[r];
             const at::Tensor q = qs.narrow(1, first[r], n), k = ks.narrow(1, first[r], n), v = vs.narrow(1, first[r], n);
+            if (opt.rowObserver) {
+                // Row by row: each attends over the cache the previous row's observer left.
+                std::vector<at::Tensor> rowOutputs;
+                for (int64_t i = 0; i < n; ++i) {
+                    const at::Tensor qi = q.narrow(1, i, 1), ki = k.narrow(1, i, 1), vi = v.narrow(1, i, 1);
+                    AttentionInput in{qi, cache.append(l, ki, vi), at::Tensor(), pos0[r] + i, c.slidingWindow};
+                    if (c.slidingWindow && pos0[r] + i + 1 > *c.slidingWindow) in.keyPositions = cache.positionTensor(l);
+                    at::Tensor probs;
+                    const at::Tensor o = attend(in, &probs);  // [Hq, 1, D]
+                    opt.rowObserver(l, i, LayerCapture{probs, qi, o, ki, vi});
+                    rowOutputs.push_back(o);
+                }
+                outputs[r] = at::cat(rowOutputs, 1).transpose(0, 1).reshape({n, c.numHeads * c.headDim});
+                continue;
+            }
             AttentionInput in{q, cache.append(l, k, v), at::Tensor(), pos0[r], c.slidingWindow};
             if (!opt.band.empty()) in.band = &opt.band.at(static_cast<size_t>(l));
             if ((c.slidingWindow && pos0[r] + n > *c.slidingWindow) || in.band) in.keyPositions = cache.positionTensor(l);

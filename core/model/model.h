@@ -49,6 +49,15 @@ struct ForwardOptions {
     // Per layer (empty: none): query q sees key p only when p < sinks or
     // p >= q - window, as a window/streaming policy read online would.
     std::vector<PositionBand> band;
+    // Set: the rows are read one after another at every layer (a run's
+    // known decode tokens in one forward, layer by layer): row i's key and
+    // value are appended and it attends over the cache as rowObserver(layer,
+    // i - 1, ...) left it (a policy's trim of that layer), then
+    // rowObserver(layer, i, its capture) runs; `observer` is not called.
+    // A row then computes what a decode step of its own would, provided
+    // that what rowObserver does to a layer depends on that layer alone.
+    // Not with a band, a re-rotated cache or captureAttention.
+    std::function<void(int64_t layer, int64_t row, const LayerCapture& capture)> rowObserver;
 };
 
 struct ForwardResult {

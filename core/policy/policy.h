@@ -128,6 +128,12 @@ public:
         (void)states, (void)perLayer;
     }
 
+    // Whether observe/plan/applied for a layer read and change that layer's
+    // state alone (every built-in policy: their state is per layer, and
+    // Random's draws depend on (seed, layer, seqLen, head)). Then a run may
+    // read several known decode tokens layer by layer (the Session's
+    // catch-up, PolicyRun::readsAhead) with the results of step by step.
+    virtual bool layerLocal() const { return true; }
     // The queries of a calibration prompt the user chose, per layer
     // [Hq, n, D] after RoPE (SessionOptions::calibration), given before the
     // prompt is read: Q-Filters learns its filters from them instead of

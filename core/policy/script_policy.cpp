@@ -93,6 +93,9 @@ public:
     void observe(const LayerState& state, const Observation& obs) override {
         if (m_window > 0) m_queries.add(state.layer, obs);
     }
+    // A plug-in's module may keep state of its own across calls: its layers
+    // are read in the order of decode steps.
+    bool layerLocal() const override { return false; }
 
 protected:
     int64_t sinks(const LayerState&) const override { return m_sinks; }

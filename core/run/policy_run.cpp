@@ -228,6 +228,10 @@ void PolicyRun::sizeTracks(int64_t length) {
 }
 
 Model::Segment PolicyRun::beginForward(const std::vector<int64_t>& tokens) {
+    if (hasStepsAhead()) throw Error("PolicyRun: " + m_config.label() + " reads a token before presenting the steps it read ahead");
+    m_ahead.clear();
+    m_presented = nullptr;
+    m_nextAhead = 0;
     const int64_t first = m_cache.seqLen();
     m_pending.tokens = tokens;
     m_pending.positions.resize(tokens.size());
@@ -235,6 +239,7 @@ Model::Segment PolicyRun::beginForward(const std::vector<int64_t>& tokens) {
     sizeTracks(first + static_cast<int64_t>(tokens.size()));
     ForwardOptions& fo = m_pending.options;
     fo.lastLogitsOnly = true;
+    fo.rowObserver = nullptr;
     fo.band = m_band;
     if (!fo.observer)
         fo.observer = [this](int64_t layer, const LayerCapture& cap) {
@@ -300,11 +305,11 @@ void PolicyRun::forwardBatched(const std::vector<int64_t>& tokens, const std::fu
     }
 }
 
-bool PolicyRun::trimDue() const {
+bool PolicyRun::trimDueAfter(int64_t sinceTrim) const {
     if (!m_policy) return false;
     switch (m_config.schedule) {
         case Schedule::EveryStep: return true;
-        case Schedule::EveryN: return m_sinceTrim >= m_config.everyN;
+        case Schedule::EveryN: return sinceTrim >= m_config.everyN;
         case Schedule::PrefillOnce: return false;
         case Schedule::PrefillThenStep: return true;
     }
@@ -322,17 +327,38 @@ void PolicyRun::trim() {
         for (int64_t l = 0; l < c.numLayers; ++l) across[static_cast<size_t>(l)].budget = budgetOf(l);
     }
     for (int64_t l = 0; l < c.numLayers; ++l) {
-        int64_t total = 0;
-        for (int64_t h = 0; h < c.numKvHeads; ++h) total += m_cache.length(l, h);
-        if (total <= c.numKvHeads * budgetOf(l) && !m_threshold) continue;
-        LayerState st = across.empty() ? takeState(l, m_cache.seqLen()) : std::move(across[static_cast<size_t>(l)]);
+        if (across.empty()) {
+            trimLayer(l, m_cache.seqLen());
+            continue;
+        }
+        LayerState st = std::move(across[static_cast<size_t>(l)]);
+        if (!overBudget(l)) continue;
         Plan plan = m_policy->plan(st);
-        checkPlanHolds(m_config, st, plan, m_threshold);
-        m_cache.apply(l, plan.keep);
-        m_policy->applied(l, plan.keep);
-        record(l, std::move(st.positions), std::move(plan));  // the state's positions are those before the trim
+        applyPlan(l, st, std::move(plan));
     }
     m_sinceTrim = 0;
+}
+
+bool PolicyRun::overBudget(int64_t layer) const {
+    if (m_threshold) return true;  // a threshold may evict whatever the count
+    const int64_t Hkv = m_model.config().numKvHeads;
+    int64_t total = 0;
+    for (int64_t h = 0; h < Hkv; ++h) total += m_cache.length(layer, h);
+    return total > Hkv * budgetOf(layer);
+}
+
+void PolicyRun::trimLayer(int64_t layer, int64_t seqLen) {
+    if (!overBudget(layer)) return;
+    LayerState st = takeState(layer, seqLen);
+    Plan plan = m_policy->plan(st);
+    applyPlan(layer, st, std::move(plan));
+}
+
+void PolicyRun::applyPlan(int64_t layer, LayerState& st, Plan plan) {
+    checkPlanHolds(m_config, st, plan, m_threshold);
+    m_cache.apply(layer, plan.keep);
+    m_policy->applied(layer, plan.keep);
+    record(layer, std::move(st.positions), std::move(plan));  // the state's positions are those before the trim
 }
 
 namespace {
@@ -577,6 +603,78 @@ void PolicyRun::endToken(ForwardResult&& result) {
     forgetObserved();
 }
 
+bool PolicyRun::readsAhead() const {
+    return m_policy && m_promptDone && !m_cache.rerotate() && !m_policy->crossLayer() && m_policy->layerLocal() &&
+           !hasStepsAhead();
+}
+
+Model::Segment PolicyRun::beginTokensAhead(const std::vector<int64_t>& tokens) {
+    if (!readsAhead()) throw Error("PolicyRun: " + m_config.label() + " cannot read decode tokens ahead");
+    const Model::Segment segment = beginForward(tokens);
+    const auto& c = m_model.config();
+    const auto n = static_cast<int64_t>(tokens.size());
+    m_ahead.assign(static_cast<size_t>(n), AheadStep{});
+    int64_t since = m_sinceTrim;
+    for (int64_t i = 0; i < n; ++i) {
+        AheadStep& st = m_ahead[static_cast<size_t>(i)];
+        st.length = m_pending.positions[static_cast<size_t>(i)] + 1;
+        st.lastOutputs.resize(static_cast<size_t>(c.numLayers));
+        st.layers.resize(static_cast<size_t>(c.numLayers));
+        st.held = at::zeros({c.numLayers, c.numKvHeads, st.length}, at::TensorOptions().dtype(at::kBool));
+        // As endToken: the step's token counts, then the schedule may trim.
+        st.trims = trimDueAfter(++since);
+        if (st.trims) since = 0;
+    }
+    m_sinceAhead = since;
+    ForwardOptions& fo = m_pending.options;
+    fo.lastLogitsOnly = false;
+    fo.rowObserver = [this](int64_t layer, int64_t row, const LayerCapture& cap) { aheadRow(layer, row, cap); };
+    return segment;
+}
+
+void PolicyRun::aheadRow(int64_t layer, int64_t row, const LayerCapture& cap) {
+    const auto i = static_cast<size_t>(row);
+    AheadStep& st = m_ahead[i];
+    const std::vector<int64_t> position{m_pending.positions[i]};
+    observeLayer(layer, cap, position);
+    if (st.trims) {
+        ScopeTimer timer(m_policySeconds);
+        trimLayer(layer, st.length);
+    }
+    m_observed[static_cast<size_t>(layer)] = LayerState{};
+    // The layer as the run's Trace would show it after this step.
+    st.lastOutputs[static_cast<size_t>(layer)] = m_lastOutputs[static_cast<size_t>(layer)];
+    fillLayerTrace(layer, st.layers[static_cast<size_t>(layer)], st.length);
+    bool* held = st.held.data_ptr<bool>() + layer * m_cache.kvHeads() * st.length;
+    for (int64_t h = 0; h < m_cache.kvHeads(); ++h)
+        for (int64_t p : m_cache.positions(layer, h)) held[h * st.length + p] = true;
+    st.bytesHeld += m_cache.bytesHeld(layer);
+    st.bytesAllocated += m_cache.bytesAllocated(layer);
+}
+
+void PolicyRun::endTokensAhead(ForwardResult&& result) {
+    for (size_t i = 0; i < m_ahead.size(); ++i) m_ahead[i].logits = result.logits[static_cast<int64_t>(i)];
+    m_logits = m_ahead.back().logits;
+    m_sinceTrim = m_sinceAhead;
+    forgetObserved();
+    m_nextAhead = 0;
+    m_presented = nullptr;
+}
+
+bool PolicyRun::stepAhead() {
+    if (!hasStepsAhead()) return false;
+    const AheadStep& st = m_ahead[m_nextAhead++];
+    m_logits = st.logits;
+    m_lastOutputs = st.lastOutputs;
+    m_presented = &st;
+    if (!hasStepsAhead()) {  // the last: the run's own state is this step's
+        m_presented = nullptr;
+        m_ahead.clear();
+        m_nextAhead = 0;
+    }
+    return true;
+}
+
 std::string PolicyRun::nonFiniteLogits(int64_t position) const {
     if (!m_logits.defined() || at::isfinite(m_logits).all().item<bool>()) return {};
     const int64_t nan = at::isnan(m_logits).sum().item<int64_t>();
@@ -587,6 +685,7 @@ std::string PolicyRun::nonFiniteLogits(int64_t position) const {
 }
 
 at::Tensor PolicyRun::heldMask() const {
+    if (m_presented) return m_presented->held;
     const auto& c = m_model.config();
     const int64_t T = m_cache.seqLen(), H = c.numKvHeads;
     at::Tensor mask = at::zeros({c.numLayers, H, T}, at::TensorOptions().dtype(at::kBool));
@@ -603,27 +702,39 @@ void PolicyRun::fillTrace(PolicyTrace& out) const {
     out.schedule = scheduleLabel(m_config);
     out.rerotate = m_cache.rerotate();
     out.budgetNote = m_budgets.note;
+    if (m_presented) {  // a step read ahead, not the last
+        out.bytesHeld = m_presented->bytesHeld;
+        out.bytesAllocated = m_presented->bytesAllocated;
+        out.layers = m_presented->layers;
+        return;
+    }
     out.bytesHeld = m_cache.bytesHeld();
     out.bytesAllocated = m_cache.bytesAllocated();
     out.layers.resize(m_track.size());
     for (size_t l = 0; l < m_track.size(); ++l) {
-        LayerTrace& lt = out.layers[l];
-        lt.budget = budgetOf(static_cast<int64_t>(l));
-        if (m_threshold) {  // what the threshold left: the fullest KV head (each head's count is its `held`)
-            lt.budget = 0;
-            for (size_t h = 0; h < m_track[l].size(); ++h)
-                lt.budget = std::max(lt.budget, m_cache.length(static_cast<int64_t>(l), static_cast<int64_t>(h)));
-        }
-        lt.heads.resize(m_track[l].size());
-        for (size_t h = 0; h < m_track[l].size(); ++h) {
-            const HeadTrack& t = m_track[l][h];
-            HeadTrace& ht = lt.heads[h];
-            ht.status = t.status;
-            ht.score = t.score;
-            ht.rank = t.rank;
-            ht.held = m_cache.length(static_cast<int64_t>(l), static_cast<int64_t>(h));
-            describeHeld(m_lastPlan[l], h, ht);
-        }
+        const int64_t length = m_track[l].empty() ? 0 : static_cast<int64_t>(m_track[l].front().status.size());
+        fillLayerTrace(static_cast<int64_t>(l), out.layers[l], length);
+    }
+}
+
+void PolicyRun::fillLayerTrace(int64_t layer, LayerTrace& lt, int64_t length) const {
+    const auto l = static_cast<size_t>(layer);
+    lt.budget = budgetOf(layer);
+    if (m_threshold) {  // what the threshold left: the fullest KV head (each head's count is its `held`)
+        lt.budget = 0;
+        for (size_t h = 0; h < m_track[l].size(); ++h) lt.budget = std::max(lt.budget, m_cache.length(layer, static_cast<int64_t>(h)));
+    }
+    lt.heads.resize(m_track[l].size());
+    for (size_t h = 0; h < m_track[l].size(); ++h) {
+        const HeadTrack& t = m_track[l][h];
+        HeadTrace& ht = lt.heads[h];
+        const auto n = static_cast<std::ptrdiff_t>(std::min<int64_t>(length, static_cast<int64_t>(t.status.size())));
+        ht.status.assign(t.status.begin(), t.status.begin() + n);
+        ht.score.assign(t.score.begin(), t.score.begin() + n);
+        ht.rank.assign(t.rank.begin(), t.rank.begin() + n);
+        ht.cutoff = kNoScore;
+        ht.held = m_cache.length(layer, static_cast<int64_t>(h));
+        describeHeld(m_lastPlan[l], h, ht);
     }
 }
 
@@ -651,7 +762,7 @@ AttentionMap PolicyRun::attentionMap() const {
     AttentionMap m;
     m.layer = m_capture.layer;
     m.head = m_capture.head;
-    m.size = m_cache.seqLen();
+    m.size = m_presented ? m_presented->length : m_cache.seqLen();
     m.rows.assign(m_rows.begin(), m_rows.begin() + std::min<int64_t>(m.size, static_cast<int64_t>(m_rows.size())));
     m.rows.resize(static_cast<size_t>(m.size));  // rows not captured read kNoScore
     return m;

@@ -128,6 +128,22 @@ public:
     Model::Segment beginToken(int64_t token);
     void endToken(ForwardResult&& result);
 
+    // Known decode tokens read ahead in one forward, layer by layer
+    // (ForwardOptions::rowObserver: each layer reads the rows in turn, the
+    // policy observing and trimming that layer between them): a Session
+    // catching up on steps whose tokens it knows reads them for every run
+    // at once, the weights once for all rows. Each step is then presented
+    // in turn (stepAhead) as readToken() would have left the run: logits,
+    // latest outputs, Trace, held mask, attention map. Only after the
+    // prompt, for a policy that decides layer by layer (not across layers,
+    // not a plug-in), on a cache that is not re-rotated.
+    bool readsAhead() const;
+    Model::Segment beginTokensAhead(const std::vector<int64_t>& tokens);
+    void endTokensAhead(ForwardResult&& result);
+    // Presents the next step read ahead; false when none is left.
+    bool stepAhead();
+    bool hasStepsAhead() const { return m_nextAhead < m_ahead.size(); }
+
     const at::Tensor& logits() const { return m_logits; }  // [V] fp32: prediction after the last token read
     // Empty while the logits are finite; otherwise one sentence saying they
     // are not (NaN/Inf weights, an overflow), after `position`.
@@ -186,8 +202,16 @@ private:
     void countLayer() {
         if (m_tokensRead) m_tokensRead->fetch_add(static_cast<int64_t>(m_pending.positions.size()), std::memory_order_relaxed);
     }
-    bool trimDue() const;
+    bool trimDue() const { return trimDueAfter(m_sinceTrim); }
+    bool trimDueAfter(int64_t sinceTrim) const;
     void trim();
+    void trimLayer(int64_t layer, int64_t seqLen);
+    bool overBudget(int64_t layer) const;  // a trim of the layer has something to decide
+    void applyPlan(int64_t layer, LayerState& state, Plan plan);
+    // One row of a forward reading ahead, at one layer (ForwardOptions::rowObserver).
+    void aheadRow(int64_t layer, int64_t row, const LayerCapture& cap);
+    // A layer's part of a Trace, over the first `length` token positions.
+    void fillLayerTrace(int64_t layer, LayerTrace& out, int64_t length) const;
     void record(int64_t layer, std::vector<std::vector<int64_t>> positionsBefore, Plan plan);
     // Per layer, the band a positional policy keeps when it reads the prompt
     // online (empty when the prompt must be read token by token).
@@ -234,6 +258,20 @@ private:
     std::vector<LayerState> m_observed;           // [layer]: the state of this step's observe (seqLen 0: none)
     mutable std::vector<std::vector<int64_t>> m_sparePositions;  // buffers state() reuses
     std::vector<AttentionMap::Row> m_rows;        // captured attention rows, by query position (shared with the Traces)
+    // Steps read ahead (beginTokensAhead), each as the run stood after it.
+    struct AheadStep {
+        int64_t length = 0;                    // tokens read
+        at::Tensor logits;                     // [V]
+        std::vector<at::Tensor> lastOutputs;   // per layer
+        std::vector<LayerTrace> layers;
+        at::Tensor held;                       // [L, Hkv, length] bool (heldMask)
+        uint64_t bytesHeld = 0, bytesAllocated = 0;
+        bool trims = false;                    // the schedule trims after this step
+    };
+    std::vector<AheadStep> m_ahead;
+    size_t m_nextAhead = 0;
+    const AheadStep* m_presented = nullptr;    // the step shown, while it is not the last
+    int64_t m_sinceAhead = 0;                  // m_sinceTrim after the last step read ahead
 };
 
 }  // namespace kvlens

@@ -131,6 +131,14 @@ struct Session::Impl {
     // The token every run reads at decode step s (an agnostic question's,
     // then the continuation's), -1 where the runs choose.
     int64_t forcedToken(int64_t s) const;
+    // Teacher-forced steps whose tokens are known before they are taken
+    // (those the full cache read before, while catching up; the question's
+    // and the continuation's) are read ahead, up to kAhead at a time, by
+    // every run that can (PolicyRun::readsAhead): one forward for all their
+    // rows, the weights read once instead of once a step. The steps are
+    // then presented one per step(). Bounded by the steps the caller plans.
+    static constexpr int64_t kAhead = 16;
+    void readAhead(int64_t s);
     // Runs are independent: on the CPU up to LibTorch's thread count of them
     // run at once, each on one thread (a run reading a prompt token by token
     // is a chain of small ops that gains nothing from more threads).
@@ -297,7 +305,11 @@ void Session::Impl::takeOver(Impl& p) {
             takenFrom[r] = catchingUp ? p.takenFrom[j] : static_cast<int>(j);
             taken[j] = true;
         };
-        auto keepable = [&](size_t j) { return !taken[j] && (!catchingUp || p.takenFrom[j] >= 0); };
+        // A run that read steps ahead which that Session never presented
+        // (stopped before them) stands past its Traces: computed again.
+        auto keepable = [&](size_t j) {
+            return !taken[j] && (!catchingUp || p.takenFrom[j] >= 0) && !p.runs[j]->hasStepsAhead();
+        };
         take(0, 0);
         for (size_t r = 1; r < runs.size(); ++r)
             for (size_t j = 1; j < p.runs.size(); ++j)
@@ -765,16 +777,25 @@ std::shared_ptr<const Trace> Session::Impl::step() {
             if (failure[r].empty() && computed(r, s + 1)) next[r] = asked >= 0 ? asked : samplers[r].next(runs[r]->logits());
         if (replaying) next[0] = previousTokens.at(static_cast<size_t>(position));
     }
+    if (opt.teacherForced) readAhead(s);
     // One batched forward for every run still going: the weights are read
     // once a step, each run attends over its own cache (Model::forward(segments)).
     std::vector<Model::Segment> segments;
-    std::vector<size_t> slot(R, R), stepping;
+    std::vector<size_t> slot(R, R), stepping, presenting;
     for (size_t r = 0; r < R; ++r)
         if (failure[r].empty() && computed(r, s + 1)) {  // a stopped run reads nothing more
+            if (runs[r]->hasStepsAhead()) {
+                presenting.push_back(r);
+                continue;
+            }
             slot[r] = segments.size();
             segments.push_back(runs[r]->beginToken(next[r]));
             stepping.push_back(r);
         }
+    for (size_t r : presenting) {
+        runs[r]->stepAhead();
+        generated[r].push_back(next[r]);
+    }
     std::vector<ForwardResult> results = segments.empty() ? std::vector<ForwardResult>() : model->forward(segments);
     // What each run's policy does with its token (trims) runs in parallel.
     runInRuns(stepping, [&](size_t r, const std::function<void()>&) {
@@ -786,6 +807,28 @@ std::shared_ptr<const Trace> Session::Impl::step() {
     ++steps;
     measure();
     return publish(trace());
+}
+
+void Session::Impl::readAhead(int64_t s) {
+    const int64_t position = static_cast<int64_t>(tokens.size()), V = model->config().vocabSize;
+    std::vector<size_t> which;
+    for (size_t r = 1; r < runs.size(); ++r)
+        if (failure[r].empty() && computed(r, s + 1) && runs[r]->readsAhead()) which.push_back(r);
+    if (which.empty()) return;
+    std::vector<int64_t> known;
+    for (int64_t j = 0; j < kAhead && (opt.plannedSteps <= 0 || s + j < opt.plannedSteps); ++j) {
+        const bool replaying = !computed(0, s + j + 1);
+        const int64_t at = position + j;
+        const int64_t t = replaying ? (at < static_cast<int64_t>(previousTokens.size()) ? previousTokens[static_cast<size_t>(at)] : -1)
+                                    : forcedToken(s + j);
+        if (t < 0 || t >= V) break;
+        known.push_back(t);
+    }
+    if (known.size() < 2) return;  // one step: the lockstep forward reads it
+    std::vector<Model::Segment> segments;
+    for (size_t r : which) segments.push_back(runs[r]->beginTokensAhead(known));
+    std::vector<ForwardResult> results = model->forward(segments);
+    for (size_t i = 0; i < which.size(); ++i) runs[which[i]]->endTokensAhead(std::move(results[i]));
 }
 
 FullStep Session::Impl::fullStep() const {

@@ -10,8 +10,10 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "core/model/model.h"
 #include "core/policy/budget.h"
 #include "core/policy/policy_info.h"
@@ -111,4 +113,133 @@ void sharedEqualsAlone(Family family, uint64_t seed) {
 TEST(SharedRuns, SharedPrefillAndBatchedStepsEqualRunsAlone) {
     sharedEqualsAlone(Family::Llama, 71);
     sharedEqualsAlone(Family::Qwen2, 72);
+}
+
+// Known decode tokens read ahead (PolicyRun::beginTokensAhead: one forward,
+// each layer reading the rows in turn, the policy trimming that layer
+// between them) give, step by step as stepAhead() presents them, what
+// readToken() gives one token at a time: the same kept sets, Traces (status,
+// score, rank, cutoff, held, budgets, bytes), held masks and captured
+// attention rows, logits and latest outputs within 1e-5 — for every
+// registered policy under every schedule, a threshold and a critical
+// variant, with 1 to 3 runs sharing the forward.
+namespace {
+
+void expectSameLayers(const PolicyTrace& a, const PolicyTrace& b, const std::string& what) {
+    ASSERT_EQ(a.layers.size(), b.layers.size()) << what;
+    EXPECT_EQ(a.bytesHeld, b.bytesHeld) << what;
+    EXPECT_EQ(a.bytesAllocated, b.bytesAllocated) << what;
+    for (size_t l = 0; l < a.layers.size(); ++l) {
+        const LayerTrace &x = a.layers[l], &y = b.layers[l];
+        EXPECT_EQ(x.budget, y.budget) << what << " layer " << l;
+        ASSERT_EQ(x.heads.size(), y.heads.size()) << what;
+        for (size_t h = 0; h < x.heads.size(); ++h) {
+            const HeadTrace &p = x.heads[h], &q = y.heads[h];
+            const std::string where = what + " layer " + std::to_string(l) + " head " + std::to_string(h);
+            EXPECT_EQ(p.status, q.status) << where;
+            EXPECT_EQ(p.rank, q.rank) << where;
+            EXPECT_EQ(p.held, q.held) << where;
+            ASSERT_EQ(p.score.size(), q.score.size()) << where;
+            for (size_t i = 0; i < p.score.size(); ++i)
+                if (std::isnan(p.score[i]) || std::isnan(q.score[i]))
+                    EXPECT_EQ(std::isnan(p.score[i]), std::isnan(q.score[i])) << where << " position " << i;
+                else
+                    EXPECT_NEAR(p.score[i], q.score[i], 1e-5 * std::max(1.0f, std::abs(q.score[i]))) << where;
+            EXPECT_EQ(std::isnan(p.cutoff), std::isnan(q.cutoff)) << where;
+        }
+    }
+}
+
+void expectSameMaps(const AttentionMap& a, const AttentionMap& b, const std::string& what) {
+    ASSERT_EQ(a.size, b.size) << what;
+    for (int64_t q = 0; q < a.size; ++q)
+        for (int64_t k = 0; k <= q; ++k) {
+            const float x = a.at(q, k), y = b.at(q, k);
+            if (std::isnan(x) || std::isnan(y)) EXPECT_EQ(std::isnan(x), std::isnan(y)) << what << " " << q << "," << k;
+            else EXPECT_NEAR(x, y, 1e-5) << what << " " << q << "," << k;
+        }
+}
+
+void readAheadEqualsStepByStep(Family family, uint64_t seed) {
+    test::ScratchDir dir("read-ahead");
+    test::ModelOptions o;
+    o.maxPositions = 256;
+    o.scale = 2.0f;
+    test::makeRandomModel(family, o, seed, dir.path());
+    const auto model = Model::load(dir.path());
+    const auto prompt = test::randomTokens(kPrompt, o.vocabSize, seed + 1);
+    const auto tokens = test::randomTokens(kSteps + 1, o.vocabSize, seed + 2);
+    const BudgetSpec budget = parseBudget("16");
+    const CaptureTarget capture{true, 1, 3};
+    std::vector<PolicyConfig> configs;
+    for (const auto& info : policyRegistry()) {
+        if (info.fullCache || info.sessionScored) continue;
+        for (const char* schedule : {"every_step", "prefill_once", "prefill_then_step", "every_n,n=3"}) {
+            try {
+                configs.push_back(parsePolicySpec(info.id + ":schedule=" + schedule));
+            } catch (const ArgumentError&) {  // a schedule the policy refuses
+            }
+        }
+    }
+    configs.push_back(parsePolicySpec("snapkv:schedule=every_step,select=threshold,threshold=0.02"));
+    configs.push_back(parsePolicySpec("h2o:critical=true"));
+    int ahead = 0;
+    // Runs in groups of up to 3 (each reading kSteps rows): the forward's
+    // 18 rows stay within rowLinear's streamed kernel, as a step's do.
+    for (size_t from = 0; from < configs.size(); from += 3) {
+        const size_t to = std::min(configs.size(), from + 3);
+        std::vector<std::unique_ptr<PolicyRun>> one, all;
+        for (size_t i = from; i < to; ++i) {
+            one.push_back(std::make_unique<PolicyRun>(*model, configs[i], budget, kPrompt, capture));
+            all.push_back(std::make_unique<PolicyRun>(*model, configs[i], budget, kPrompt, capture));
+            one.back()->readPrompt(prompt, {});
+            all.back()->readPrompt(prompt, {});
+        }
+        std::vector<Model::Segment> segments;
+        std::vector<size_t> reading;
+        const std::vector<int64_t> known(tokens.begin(), tokens.begin() + kSteps);
+        for (size_t i = 0; i < all.size(); ++i)
+            if (all[i]->readsAhead()) {
+                segments.push_back(all[i]->beginTokensAhead(known));
+                reading.push_back(i);
+            } else {
+                // Only a policy still deciding across layers cannot.
+                EXPECT_TRUE(configs[from + i].id == "cake" || configs[from + i].id == "duo") << configs[from + i].label();
+            }
+        if (!segments.empty()) {
+            std::vector<ForwardResult> results = model->forward(segments);
+            for (size_t j = 0; j < reading.size(); ++j) all[reading[j]]->endTokensAhead(std::move(results[j]));
+        }
+        for (int64_t s = 0; s <= kSteps; ++s) {
+            for (size_t i = 0; i < all.size(); ++i) {
+                const std::string what = configs[from + i].label() + " step " + std::to_string(s);
+                one[i]->readToken(tokens[static_cast<size_t>(s)]);
+                if (all[i]->hasStepsAhead()) {
+                    EXPECT_LT(s, kSteps);
+                    EXPECT_TRUE(all[i]->stepAhead());
+                } else {
+                    EXPECT_FALSE(all[i]->stepAhead());
+                    all[i]->readToken(tokens[static_cast<size_t>(s)]);  // past the steps read ahead
+                }
+                expectClose(all[i]->logits(), one[i]->logits(), what);
+                EXPECT_TRUE(at::equal(all[i]->heldMask(), one[i]->heldMask())) << what;
+                PolicyTrace a, b;
+                all[i]->fillTrace(a);
+                one[i]->fillTrace(b);
+                expectSameLayers(a, b, what);
+                expectSameMaps(all[i]->attentionMap(), one[i]->attentionMap(), what);
+                for (size_t l = 0; l < one[i]->lastOutputs().size(); ++l)
+                    EXPECT_TRUE(at::allclose(all[i]->lastOutputs()[l], one[i]->lastOutputs()[l], 1e-5, 1e-6)) << what;
+            }
+        }
+        ahead += static_cast<int>(reading.size());
+    }
+    EXPECT_GE(ahead, static_cast<int>(configs.size()) - 8);  // cake and duo under each schedule
+}
+
+}  // namespace
+
+TEST(SharedRuns, StepsReadAheadEqualStepsTakenOneByOne) {
+    readAheadEqualsStepByStep(Family::Llama, 81);
+    readAheadEqualsStepByStep(Family::Qwen2, 82);
 }
