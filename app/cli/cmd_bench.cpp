@@ -277,7 +277,7 @@ void runQuick(const BenchArgs& a) {
         refreshLine("a parameter edit (snapkv window)", r.parameterEdit, "(reported)");
         refreshLine("appending 12 tokens", r.append, targetText(appendOk, target.append));
         if (print)
-            std::printf("  decode step: %.2f ms vs full cache alone %.2f ms: %.2fx  %s <= 2.0x\n"
+            std::printf("  decode step (mean over the steps): %.2f ms vs full cache alone %.2f ms: %.2fx  %s <= 2.0x\n"
                         "  minor page faults per decode step: %.1f  %s <= 50\n",
                         r.lockstepStepMs, r.fullStepMs, r.ratio, pass(ratioOk), r.faultsPerStep, pass(faultsOk));
         else

@@ -134,8 +134,8 @@ struct Refresh {
 };
 struct LockstepReport {
     double refreshMs = 0;       // from scratch: prompt + the decode steps, attention captured as the GUI does
-    double lockstepStepMs = 0;  // median decode step of full + 5
-    double fullStepMs = 0;      // median decode step of the full cache alone
+    double lockstepStepMs = 0;  // mean decode step of full + 5 (the steps planned: the runs read ahead)
+    double fullStepMs = 0;      // mean decode step of the full cache alone
     double ratio = 0;           // lockstepStepMs / fullStepMs
     double faultsPerStep = 0;   // minor page faults per lockstep decode step
     // A Session taking over from the previous one, median of kEdits edits in a row.

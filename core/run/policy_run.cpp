@@ -552,6 +552,9 @@ void PolicyRun::finishSharedPrompt(const at::Tensor& logits) {
 
 void PolicyRun::rewind(int64_t length, int64_t promptLength) {
     if (m_policy) throw Error("PolicyRun::rewind: only the full cache rewinds");
+    m_ahead.clear();
+    m_nextAhead = 0;
+    m_presented = nullptr;
     m_cache.truncate(length);
     sizeTracks(length);
     for (auto& layer : m_track)
@@ -661,11 +664,46 @@ void PolicyRun::endTokensAhead(ForwardResult&& result) {
     m_presented = nullptr;
 }
 
+void PolicyRun::readTokenAhead(int64_t token) {
+    if (m_policy) throw Error("PolicyRun::readTokenAhead: only the full cache runs ahead");
+    if (m_presented) throw Error("PolicyRun::readTokenAhead: steps read ahead are being presented");
+    std::vector<AheadStep> ahead = std::move(m_ahead);
+    m_ahead.clear();
+    m_nextAhead = 0;
+    readToken(token);
+    AheadStep st;
+    st.length = m_cache.seqLen();
+    st.logits = m_logits;
+    st.lastOutputs = m_lastOutputs;
+    st.lastAttention = m_lastAttention;
+    st.held = heldMask();
+    st.bytesHeld = m_cache.bytesHeld();
+    st.bytesAllocated = m_cache.bytesAllocated();
+    st.layers.resize(m_track.size());
+    for (size_t l = 0; l < m_track.size(); ++l) fillLayerTrace(static_cast<int64_t>(l), st.layers[l], st.length);
+    ahead.push_back(std::move(st));
+    m_ahead = std::move(ahead);
+}
+
+void PolicyRun::dropStepsAhead() {
+    if (!hasStepsAhead()) return;
+    if (m_policy) throw Error("PolicyRun::dropStepsAhead: only the full cache goes back");
+    if (!m_presented) throw Error("PolicyRun::dropStepsAhead: no step was presented to go back to");
+    const int64_t length = m_presented->length;
+    m_cache.truncate(length);
+    sizeTracks(length);
+    if (static_cast<int64_t>(m_rows.size()) > length) m_rows.resize(static_cast<size_t>(length));
+    m_ahead.clear();
+    m_nextAhead = 0;
+    m_presented = nullptr;  // the logits and outputs are the presented step's
+}
+
 bool PolicyRun::stepAhead() {
     if (!hasStepsAhead()) return false;
     const AheadStep& st = m_ahead[m_nextAhead++];
     m_logits = st.logits;
     m_lastOutputs = st.lastOutputs;
+    if (!st.lastAttention.empty()) m_lastAttention = st.lastAttention;
     m_presented = &st;
     if (!hasStepsAhead()) {  // the last: the run's own state is this step's
         m_presented = nullptr;

@@ -140,6 +140,13 @@ public:
     bool readsAhead() const;
     Model::Segment beginTokensAhead(const std::vector<int64_t>& tokens);
     void endTokensAhead(ForwardResult&& result);
+    // The full cache running ahead of the policy runs (whose tokens it
+    // chooses): reads one token as readToken() does and keeps the step to
+    // present later, so that the policy runs can read its tokens ahead.
+    void readTokenAhead(int64_t token);
+    // Full cache only: forgets the steps read ahead and not presented (a
+    // Session stopped before them), going back to the step presented last.
+    void dropStepsAhead();
     // Presents the next step read ahead; false when none is left.
     bool stepAhead();
     bool hasStepsAhead() const { return m_nextAhead < m_ahead.size(); }
@@ -263,6 +270,7 @@ private:
         int64_t length = 0;                    // tokens read
         at::Tensor logits;                     // [V]
         std::vector<at::Tensor> lastOutputs;   // per layer
+        std::vector<at::Tensor> lastAttention; // per layer (the full cache's)
         std::vector<LayerTrace> layers;
         at::Tensor held;                       // [L, Hkv, length] bool (heldMask)
         uint64_t bytesHeld = 0, bytesAllocated = 0;

@@ -139,6 +139,13 @@ struct Session::Impl {
     // then presented one per step(). Bounded by the steps the caller plans.
     static constexpr int64_t kAhead = 16;
     void readAhead(int64_t s);
+    void readAheadFor(const std::vector<size_t>& which, const std::vector<int64_t>& known);
+    // Teacher-forced, with its steps planned: the full cache first takes up
+    // to kAhead steps alone (one row a step), choosing their tokens, so that
+    // the policy runs read them ahead; its steps are presented in turn.
+    void runFullAhead(int64_t s);
+    std::vector<int64_t> fullAhead;          // by step: the token the full cache chose ahead, -1: none
+    std::vector<Sampler> fullAheadSampler;   // by step: its sampler after that choice
     // Runs are independent: on the CPU up to LibTorch's thread count of them
     // run at once, each on one thread (a run reading a prompt token by token
     // is a chain of small ops that gains nothing from more threads).
@@ -310,6 +317,9 @@ void Session::Impl::takeOver(Impl& p) {
         auto keepable = [&](size_t j) {
             return !taken[j] && (!catchingUp || p.takenFrom[j] >= 0) && !p.runs[j]->hasStepsAhead();
         };
+        // Stopped before the steps the full cache ran ahead: back to the
+        // last one presented (its sampler is that step's already).
+        p.runs[0]->dropStepsAhead();
         take(0, 0);
         for (size_t r = 1; r < runs.size(); ++r)
             for (size_t j = 1; j < p.runs.size(); ++j)
@@ -758,10 +768,14 @@ std::shared_ptr<const Trace> Session::Impl::step() {
     // While catching up, the full cache's token is the one it read before.
     const bool replaying = !computed(0, s + 1);
     if (opt.teacherForced) {
+        runFullAhead(s);
         const int64_t forced = forcedToken(s);
+        const bool chosenAhead = s < static_cast<int64_t>(fullAhead.size()) && fullAhead[static_cast<size_t>(s)] >= 0;
         const int64_t t = replaying ? previousTokens.at(static_cast<size_t>(position))
                           : forced >= 0 ? forced
+                          : chosenAhead ? fullAhead[static_cast<size_t>(s)]
                                         : samplers[0].next(runs[0]->logits());
+        if (chosenAhead) samplers[0] = fullAheadSampler[static_cast<size_t>(s)];
         if (t < 0 || t >= model->config().vocabSize)
             throw ArgumentError("continuation token id " + std::to_string(t) + " is outside the vocabulary");
         next.assign(R, t);
@@ -809,6 +823,28 @@ std::shared_ptr<const Trace> Session::Impl::step() {
     return publish(trace());
 }
 
+void Session::Impl::runFullAhead(int64_t s) {
+    if (opt.plannedSteps <= 0 || !computed(0, s + 1) || runs[0]->hasStepsAhead()) return;
+    const int64_t k = std::min(kAhead, opt.plannedSteps - s);
+    if (k < 2) return;
+    bool followed = false;  // some policy run reads the full cache's tokens ahead
+    for (size_t r = 1; r < runs.size(); ++r) followed |= failure[r].empty() && computed(r, s + 1) && runs[r]->readsAhead();
+    if (!followed) return;
+    // This step's target is scored on the full cache's present logits, which reading ahead replaces.
+    if (logp.size() == runs.size() && !logp[0].defined()) logp[0] = at::log_softmax(runs[0]->logits().to(at::kDouble), -1);
+    fullAhead.resize(static_cast<size_t>(s + k), -1);
+    fullAheadSampler.resize(static_cast<size_t>(s + k), samplers[0]);
+    for (int64_t j = 0; j < k; ++j) {
+        const int64_t forced = forcedToken(s + j);
+        const int64_t t = forced >= 0 ? forced : samplers[0].next(runs[0]->logits());
+        if (t < 0 || t >= model->config().vocabSize)
+            throw ArgumentError("continuation token id " + std::to_string(t) + " is outside the vocabulary");
+        runs[0]->readTokenAhead(t);
+        fullAhead[static_cast<size_t>(s + j)] = t;
+        fullAheadSampler[static_cast<size_t>(s + j)] = samplers[0];
+    }
+}
+
 void Session::Impl::readAhead(int64_t s) {
     const int64_t position = static_cast<int64_t>(tokens.size()), V = model->config().vocabSize;
     std::vector<size_t> which;
@@ -819,12 +855,19 @@ void Session::Impl::readAhead(int64_t s) {
     for (int64_t j = 0; j < kAhead && (opt.plannedSteps <= 0 || s + j < opt.plannedSteps); ++j) {
         const bool replaying = !computed(0, s + j + 1);
         const int64_t at = position + j;
+        const int64_t step = s + j;
+        const int64_t forced = forcedToken(step);
         const int64_t t = replaying ? (at < static_cast<int64_t>(previousTokens.size()) ? previousTokens[static_cast<size_t>(at)] : -1)
-                                    : forcedToken(s + j);
+                          : forced >= 0 ? forced
+                          : step < static_cast<int64_t>(fullAhead.size()) ? fullAhead[static_cast<size_t>(step)]
+                                                                          : -1;
         if (t < 0 || t >= V) break;
         known.push_back(t);
     }
-    if (known.size() < 2) return;  // one step: the lockstep forward reads it
+    if (known.size() >= 2) readAheadFor(which, known);  // one step: the lockstep forward reads it
+}
+
+void Session::Impl::readAheadFor(const std::vector<size_t>& which, const std::vector<int64_t>& known) {
     std::vector<Model::Segment> segments;
     for (size_t r : which) segments.push_back(runs[r]->beginTokensAhead(known));
     std::vector<ForwardResult> results = model->forward(segments);

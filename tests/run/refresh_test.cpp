@@ -289,3 +289,54 @@ TEST(Refresh, ProgressOfThePromptReadPerRun) {
     for (const RunProgress& p : seen.back()) EXPECT_EQ(p.done, 40) << p.label;
     second.step();  // the runs no longer count (their counters are gone)
 }
+
+// Planned steps (SessionOptions::plannedSteps, as the GUI and compare set
+// them): the full cache runs up to 16 steps ahead alone and the policy runs
+// read its tokens ahead in one forward (Session::Impl::readAhead). The
+// Traces are those of the Session that steps every run in lockstep —
+// within 1e-5 (the read-ahead forward's many rows go to the BLAS), the same
+// tokens and kept sets — greedy and sampling, with runs that cannot read
+// ahead (CAKE deciding across layers, a re-rotated cache) among them.
+TEST(Refresh, PlannedStepsReadAheadWithTheSameTraces) {
+    std::vector<std::string> policies = kPolicies;
+    for (const char* p : {"cake", "streaming:rerotate=true", "h2o:schedule=every_n,n=3", "tova:select=threshold,threshold=0.05"})
+        policies.push_back(p);
+    for (bool greedy : {true, false}) {
+        SessionOptions lockstep = options(policies, "16");
+        lockstep.sampling.greedy = greedy;
+        lockstep.sampling.seed = 11;
+        SessionOptions planned = lockstep;
+        planned.plannedSteps = 7;
+        Session a(refreshModel(), lockstep), b(refreshModel(), planned);
+        expectSameTraces(runAll(b, 7), runAll(a, 7), kReread, greedy ? "planned, greedy" : "planned, sampling");
+    }
+    // A continuation known in advance is read ahead too (the full cache with the runs).
+    SessionOptions given = options(policies, "16");
+    given.continuation = test::randomTokens(6, refreshModel()->config().vocabSize, 12);
+    SessionOptions givenPlanned = given;
+    givenPlanned.plannedSteps = 6;
+    Session c(refreshModel(), given), d(refreshModel(), givenPlanned);
+    expectSameTraces(runAll(d, 6), runAll(c, 6), kReread, "continuation");
+}
+
+// A Session stopped before the steps its runs read ahead (the GUI's edit
+// superseding it mid-way) is taken over at the step it presented: the full
+// cache goes back to it, the runs that stand past it are computed again.
+TEST(Refresh, ASessionStoppedBeforeTheStepsItReadAheadIsTakenOver) {
+    for (const char* budget : {"16", "12"}) {
+        SessionOptions before = options(kPolicies, "16");
+        before.plannedSteps = 9;
+        before.sampling.greedy = false;
+        before.sampling.seed = 5;
+        SessionOptions after = before;
+        after.budget = parseBudget(budget);
+        auto previous = std::make_unique<Session>(refreshModel(), before);
+        runAll(*previous, 3);  // 9 planned, the runs read 9 ahead, 3 presented
+        Session refreshed(refreshModel(), after, std::move(previous));
+        const auto got = runAll(refreshed, 9);
+        Session fresh(refreshModel(), after);
+        expectSameTraces(got, runAll(fresh, 9), kReread, std::string("stopped early, budget ") + budget);
+        EXPECT_EQ(refreshed.reuse().steps, 3);
+        EXPECT_EQ(refreshed.reuse().runsKept, 1);  // the full cache, gone back to its third step
+    }
+}
