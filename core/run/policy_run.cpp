@@ -613,7 +613,11 @@ bool PolicyRun::readsAhead() const {
 
 Model::Segment PolicyRun::beginTokensAhead(const std::vector<int64_t>& tokens) {
     if (!readsAhead()) throw Error("PolicyRun: " + m_config.label() + " cannot read decode tokens ahead");
+    // Until its first step is presented the run shows what it was (a
+    // Session may read ahead before it publishes the prompt's Trace).
+    AheadStep before = snapshot();
     const Model::Segment segment = beginForward(tokens);
+    m_before = std::move(before);
     const auto& c = m_model.config();
     const auto n = static_cast<int64_t>(tokens.size());
     m_ahead.assign(static_cast<size_t>(n), AheadStep{});
@@ -657,11 +661,12 @@ void PolicyRun::aheadRow(int64_t layer, int64_t row, const LayerCapture& cap) {
 
 void PolicyRun::endTokensAhead(ForwardResult&& result) {
     for (size_t i = 0; i < m_ahead.size(); ++i) m_ahead[i].logits = result.logits[static_cast<int64_t>(i)];
-    m_logits = m_ahead.back().logits;
+    m_logits = m_before.logits;
+    m_lastOutputs = m_before.lastOutputs;
     m_sinceTrim = m_sinceAhead;
     forgetObserved();
     m_nextAhead = 0;
-    m_presented = nullptr;
+    m_presented = &m_before;
 }
 
 void PolicyRun::readTokenAhead(int64_t token) {
@@ -671,6 +676,11 @@ void PolicyRun::readTokenAhead(int64_t token) {
     m_ahead.clear();
     m_nextAhead = 0;
     readToken(token);
+    ahead.push_back(snapshot());
+    m_ahead = std::move(ahead);
+}
+
+PolicyRun::AheadStep PolicyRun::snapshot() const {
     AheadStep st;
     st.length = m_cache.seqLen();
     st.logits = m_logits;
@@ -681,8 +691,7 @@ void PolicyRun::readTokenAhead(int64_t token) {
     st.bytesAllocated = m_cache.bytesAllocated();
     st.layers.resize(m_track.size());
     for (size_t l = 0; l < m_track.size(); ++l) fillLayerTrace(static_cast<int64_t>(l), st.layers[l], st.length);
-    ahead.push_back(std::move(st));
-    m_ahead = std::move(ahead);
+    return st;
 }
 
 void PolicyRun::dropStepsAhead() {
@@ -708,6 +717,7 @@ bool PolicyRun::stepAhead() {
     if (!hasStepsAhead()) {  // the last: the run's own state is this step's
         m_presented = nullptr;
         m_ahead.clear();
+        m_before = AheadStep{};
         m_nextAhead = 0;
     }
     return true;

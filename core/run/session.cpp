@@ -140,6 +140,9 @@ struct Session::Impl {
     static constexpr int64_t kAhead = 16;
     void readAhead(int64_t s);
     void readAheadFor(const std::vector<size_t>& which, const std::vector<int64_t>& known);
+    // Runs that catch up (a Session taking over) read the steps the full
+    // cache took before ahead as soon as their prompt is read.
+    void readCatchUpAhead(const std::vector<size_t>& candidates);
     // Teacher-forced, with its steps planned: the full cache first takes up
     // to kAhead steps alone (one row a step), choosing their tokens, so that
     // the policy runs read them ahead; its steps are presented in turn.
@@ -706,6 +709,7 @@ void Session::Impl::readPrompt() {
     order.push_back(0);
     for (size_t r : readers)
         if (!runs[r]->readsPromptTokenByToken()) order.push_back(r);
+    bool finished = false;  // the followers compressed (in the replay's job)
     runInRuns(order, [&](size_t r, const std::function<void()>& check) {
         if (r == runs.size()) {
             readOnline(online, prefixes, check);
@@ -721,11 +725,20 @@ void Session::Impl::readPrompt() {
             return;
         }
         PolicyRun::replayRecord(*model, *record, followers);
-        if (fullReads) runs[0]->readPromptShared(opt.prompt, followers, record.get(), check);
+        if (fullReads) {
+            runs[0]->readPromptShared(opt.prompt, followers, record.get(), check);
+            return;
+        }
+        // The full cache kept (an edit of policies or budgets): the
+        // followers compress now and read the steps they catch up on ahead,
+        // while the runs reading the prompt themselves still read it.
+        for (size_t f : following) runs[f]->finishSharedPrompt(record->logits);
+        finished = true;
+        readCatchUpAhead(following);
     });
     if (!record->complete) record->chunks.clear();
     const at::Tensor logits = fullReads ? runs[0]->logits() : record->logits;
-    runInRuns(following, [&](size_t r, const std::function<void()>&) { runs[r]->finishSharedPrompt(logits); });
+    if (!finished) runInRuns(following, [&](size_t r, const std::function<void()>&) { runs[r]->finishSharedPrompt(logits); });
     reused.runsShared = static_cast<int>(followers.size());
     reused.runsRead = static_cast<int>(readers.size()) + (fullReads ? 1 : 0);
 }
@@ -865,6 +878,19 @@ void Session::Impl::readAhead(int64_t s) {
         known.push_back(t);
     }
     if (known.size() >= 2) readAheadFor(which, known);  // one step: the lockstep forward reads it
+}
+
+void Session::Impl::readCatchUpAhead(const std::vector<size_t>& candidates) {
+    if (!opt.teacherForced || catchUp < 2) return;
+    const auto T = static_cast<int64_t>(opt.prompt.size());
+    int64_t n = std::min({kAhead, catchUp, static_cast<int64_t>(previousTokens.size()) - T});
+    if (opt.plannedSteps > 0) n = std::min(n, opt.plannedSteps);
+    if (n < 2) return;
+    std::vector<size_t> which;
+    for (size_t r : candidates)
+        if (runs[r]->readsAhead()) which.push_back(r);
+    if (!which.empty())
+        readAheadFor(which, std::vector<int64_t>(previousTokens.begin() + T, previousTokens.begin() + T + n));
 }
 
 void Session::Impl::readAheadFor(const std::vector<size_t>& which, const std::vector<int64_t>& known) {
