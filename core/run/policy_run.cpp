@@ -669,6 +669,23 @@ void PolicyRun::endTokensAhead(ForwardResult&& result) {
     m_presented = &m_before;
 }
 
+void PolicyRun::beginRunningAhead() {
+    if (m_policy) throw Error("PolicyRun::beginRunningAhead: only the full cache runs ahead");
+    if (hasStepsAhead()) throw Error("PolicyRun::beginRunningAhead: steps read ahead are not presented yet");
+    m_before = snapshot();
+    m_ahead.clear();
+    m_nextAhead = 0;
+    m_presented = nullptr;
+}
+
+void PolicyRun::endRunningAhead() {
+    if (m_ahead.empty()) return;
+    m_logits = m_before.logits;
+    m_lastOutputs = m_before.lastOutputs;
+    m_lastAttention = m_before.lastAttention;
+    m_presented = &m_before;
+}
+
 void PolicyRun::readTokenAhead(int64_t token) {
     if (m_policy) throw Error("PolicyRun::readTokenAhead: only the full cache runs ahead");
     if (m_presented) throw Error("PolicyRun::readTokenAhead: steps read ahead are being presented");

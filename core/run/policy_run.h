@@ -141,9 +141,13 @@ public:
     Model::Segment beginTokensAhead(const std::vector<int64_t>& tokens);
     void endTokensAhead(ForwardResult&& result);
     // The full cache running ahead of the policy runs (whose tokens it
-    // chooses): reads one token as readToken() does and keeps the step to
-    // present later, so that the policy runs can read its tokens ahead.
+    // chooses): between begin and end, readTokenAhead() reads one token as
+    // readToken() does (logits() is then the latest) and keeps the step to
+    // present later, so that the policy runs can read its tokens ahead;
+    // after end, the run shows the state before them until stepAhead().
+    void beginRunningAhead();
     void readTokenAhead(int64_t token);
+    void endRunningAhead();
     // Full cache only: forgets the steps read ahead and not presented (a
     // Session stopped before them), going back to the step presented last.
     void dropStepsAhead();

@@ -146,7 +146,8 @@ struct Session::Impl {
     // Teacher-forced, with its steps planned: the full cache first takes up
     // to kAhead steps alone (one row a step), choosing their tokens, so that
     // the policy runs read them ahead; its steps are presented in turn.
-    void runFullAhead(int64_t s);
+    // `followed`: some policy run will read the full cache's tokens ahead. True when it ran ahead.
+    bool runFullAhead(int64_t s, bool followed);
     std::vector<int64_t> fullAhead;          // by step: the token the full cache chose ahead, -1: none
     std::vector<Sampler> fullAheadSampler;   // by step: its sampler after that choice
     // Runs are independent: on the CPU up to LibTorch's thread count of them
@@ -727,6 +728,22 @@ void Session::Impl::readPrompt() {
         PolicyRun::replayRecord(*model, *record, followers);
         if (fullReads) {
             runs[0]->readPromptShared(opt.prompt, followers, record.get(), check);
+            // Steps planned: the followers compress, the full cache takes
+            // its steps ahead and they read them ahead, while the runs
+            // reading the prompt themselves still read it.
+            // Nothing to overlap (no run reads the prompt itself): step()
+            // does it, after the prompt's Trace is out.
+            if (!opt.teacherForced || opt.plannedSteps < 2 || order.size() < 2) return;
+            const at::Tensor promptLogits = runs[0]->logits();
+            for (size_t f : following) runs[f]->finishSharedPrompt(promptLogits);
+            finished = true;
+            std::vector<size_t> ahead;
+            for (size_t f : following)
+                if (runs[f]->readsAhead()) ahead.push_back(f);
+            if (runFullAhead(0, !ahead.empty())) {
+                std::vector<int64_t> known(fullAhead.begin(), fullAhead.end());
+                readAheadFor(ahead, known);
+            }
             return;
         }
         // The full cache kept (an edit of policies or budgets): the
@@ -781,7 +798,9 @@ std::shared_ptr<const Trace> Session::Impl::step() {
     // While catching up, the full cache's token is the one it read before.
     const bool replaying = !computed(0, s + 1);
     if (opt.teacherForced) {
-        runFullAhead(s);
+        bool followed = false;
+        for (size_t r = 1; r < R; ++r) followed |= failure[r].empty() && computed(r, s + 1) && runs[r]->readsAhead();
+        runFullAhead(s, followed);
         const int64_t forced = forcedToken(s);
         const bool chosenAhead = s < static_cast<int64_t>(fullAhead.size()) && fullAhead[static_cast<size_t>(s)] >= 0;
         const int64_t t = replaying ? previousTokens.at(static_cast<size_t>(position))
@@ -836,17 +855,14 @@ std::shared_ptr<const Trace> Session::Impl::step() {
     return publish(trace());
 }
 
-void Session::Impl::runFullAhead(int64_t s) {
-    if (opt.plannedSteps <= 0 || !computed(0, s + 1) || runs[0]->hasStepsAhead()) return;
+bool Session::Impl::runFullAhead(int64_t s, bool followed) {
+    if (!followed || !opt.teacherForced || opt.plannedSteps <= 0 || !computed(0, s + 1) || runs[0]->hasStepsAhead())
+        return false;
     const int64_t k = std::min(kAhead, opt.plannedSteps - s);
-    if (k < 2) return;
-    bool followed = false;  // some policy run reads the full cache's tokens ahead
-    for (size_t r = 1; r < runs.size(); ++r) followed |= failure[r].empty() && computed(r, s + 1) && runs[r]->readsAhead();
-    if (!followed) return;
-    // This step's target is scored on the full cache's present logits, which reading ahead replaces.
-    if (logp.size() == runs.size() && !logp[0].defined()) logp[0] = at::log_softmax(runs[0]->logits().to(at::kDouble), -1);
+    if (k < 2) return false;
     fullAhead.resize(static_cast<size_t>(s + k), -1);
     fullAheadSampler.resize(static_cast<size_t>(s + k), samplers[0]);
+    runs[0]->beginRunningAhead();
     for (int64_t j = 0; j < k; ++j) {
         const int64_t forced = forcedToken(s + j);
         const int64_t t = forced >= 0 ? forced : samplers[0].next(runs[0]->logits());
@@ -856,6 +872,8 @@ void Session::Impl::runFullAhead(int64_t s) {
         fullAhead[static_cast<size_t>(s + j)] = t;
         fullAheadSampler[static_cast<size_t>(s + j)] = samplers[0];
     }
+    runs[0]->endRunningAhead();
+    return true;
 }
 
 void Session::Impl::readAhead(int64_t s) {

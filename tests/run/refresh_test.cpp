@@ -317,6 +317,13 @@ TEST(Refresh, PlannedStepsReadAheadWithTheSameTraces) {
     givenPlanned.plannedSteps = 6;
     Session c(refreshModel(), given), d(refreshModel(), givenPlanned);
     expectSameTraces(runAll(d, 6), runAll(c, 6), kReread, "continuation");
+    // An appended prompt with planned steps: the full cache reads the rest,
+    // runs ahead and the followers read ahead while StreamingLLM reads.
+    SessionOptions before = options(kPolicies, "16"), after = before;
+    before.plannedSteps = after.plannedSteps = 6;
+    for (int64_t t : test::randomTokens(5, refreshModel()->config().vocabSize, 13)) after.prompt.push_back(t);
+    const Reuse r = refreshEqualsFresh(before, after, kReread, "append, planned", 6, 6);
+    EXPECT_EQ(r.promptTokens, 40);
 }
 
 // A Session stopped before the steps its runs read ahead (the GUI's edit
