@@ -173,7 +173,7 @@ at::Tensor attend(const AttentionInput& in, at::Tensor* probsOut) {
     at::Tensor scores = at::matmul(qg, in.kv.k.transpose(1, 2)).to(at::kFloat).mul_(1.0 / std::sqrt(double(D)));
     at::Tensor mask = attentionMask(in, n, S);
     if (mask.defined())
-        scores = scores.view({Hkv, G, n, S}).masked_fill(mask.logical_not().unsqueeze(1), -INFINITY).view({Hkv, G * n, S});
+        scores.view({Hkv, G, n, S}).masked_fill_(mask.logical_not().unsqueeze(1), -INFINITY);  // a fresh tensor: in place
     at::Tensor probs = at::softmax(scores, -1);
     if (probsOut) *probsOut = probs.view({Hq, n, S});
     return at::matmul(probs.to(in.kv.v.scalar_type()), in.kv.v).view({Hq, n, D});
