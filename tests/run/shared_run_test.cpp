@@ -42,13 +42,18 @@ void expectClose(const at::Tensor& a, const at::Tensor& b, const std::string& wh
     EXPECT_EQ(a.argmax().item<int64_t>(), b.argmax().item<int64_t>()) << what;
 }
 
-void sharedEqualsAlone(Family family, uint64_t seed) {
-    test::ScratchDir dir("shared-run");
-    test::ModelOptions o;
+// A random model of `family` in `dir` (attention sharpened: scale 2), loaded.
+std::unique_ptr<Model> randomModel(Family family, uint64_t seed, const test::ScratchDir& dir, test::ModelOptions& o) {
     o.maxPositions = 256;
     o.scale = 2.0f;
     test::makeRandomModel(family, o, seed, dir.path());
-    const auto model = Model::load(dir.path());
+    return Model::load(dir.path());
+}
+
+void sharedEqualsAlone(Family family, uint64_t seed) {
+    test::ScratchDir dir("shared-run");
+    test::ModelOptions o;
+    const auto model = randomModel(family, seed, dir, o);
     const auto prompt = test::randomTokens(kPrompt, o.vocabSize, seed + 1);
     const BudgetSpec budget = parseBudget("16");
     std::vector<PolicyConfig> configs;
@@ -170,10 +175,7 @@ void expectSameMaps(const AttentionMap& a, const AttentionMap& b, const std::str
 void readAheadEqualsStepByStep(Family family, uint64_t seed) {
     test::ScratchDir dir("read-ahead");
     test::ModelOptions o;
-    o.maxPositions = 256;
-    o.scale = 2.0f;
-    test::makeRandomModel(family, o, seed, dir.path());
-    const auto model = Model::load(dir.path());
+    const auto model = randomModel(family, seed, dir, o);
     const auto prompt = test::randomTokens(kPrompt, o.vocabSize, seed + 1);
     const auto tokens = test::randomTokens(kSteps + 1, o.vocabSize, seed + 2);
     const BudgetSpec budget = parseBudget("16");
