@@ -228,10 +228,7 @@ void PolicyRun::sizeTracks(int64_t length) {
 }
 
 Model::Segment PolicyRun::beginForward(const std::vector<int64_t>& tokens) {
-    if (hasStepsAhead()) throw Error("PolicyRun: " + m_config.label() + " reads a token before presenting the steps it read ahead");
-    m_ahead.clear();
-    m_presented = nullptr;
-    m_nextAhead = 0;
+    if (m_presented) throw Error("PolicyRun: " + m_config.label() + " reads a token before presenting the steps it read ahead");
     const int64_t first = m_cache.seqLen();
     m_pending.tokens = tokens;
     m_pending.positions.resize(tokens.size());
@@ -632,7 +629,7 @@ Model::Segment PolicyRun::beginTokensAhead(const std::vector<int64_t>& tokens) {
         st.trims = trimDueAfter(++since);
         if (st.trims) since = 0;
     }
-    m_sinceAhead = since;
+    m_sinceTrim = since;  // as it will be after the last step
     ForwardOptions& fo = m_pending.options;
     fo.lastLogitsOnly = false;
     fo.rowObserver = [this](int64_t layer, int64_t row, const LayerCapture& cap) { aheadRow(layer, row, cap); };
@@ -661,12 +658,16 @@ void PolicyRun::aheadRow(int64_t layer, int64_t row, const LayerCapture& cap) {
 
 void PolicyRun::endTokensAhead(ForwardResult&& result) {
     for (size_t i = 0; i < m_ahead.size(); ++i) m_ahead[i].logits = result.logits[static_cast<int64_t>(i)];
-    m_logits = m_before.logits;
-    m_lastOutputs = m_before.lastOutputs;
-    m_sinceTrim = m_sinceAhead;
     forgetObserved();
     m_nextAhead = 0;
-    m_presented = &m_before;
+    show(m_before);
+}
+
+void PolicyRun::show(const AheadStep& st) {
+    m_logits = st.logits;
+    m_lastOutputs = st.lastOutputs;
+    if (!st.lastAttention.empty()) m_lastAttention = st.lastAttention;  // the full cache's
+    m_presented = &st;
 }
 
 void PolicyRun::beginRunningAhead() {
@@ -679,22 +680,13 @@ void PolicyRun::beginRunningAhead() {
 }
 
 void PolicyRun::endRunningAhead() {
-    if (m_ahead.empty()) return;
-    m_logits = m_before.logits;
-    m_lastOutputs = m_before.lastOutputs;
-    m_lastAttention = m_before.lastAttention;
-    m_presented = &m_before;
+    if (!m_ahead.empty()) show(m_before);
 }
 
 void PolicyRun::readTokenAhead(int64_t token) {
     if (m_policy) throw Error("PolicyRun::readTokenAhead: only the full cache runs ahead");
-    if (m_presented) throw Error("PolicyRun::readTokenAhead: steps read ahead are being presented");
-    std::vector<AheadStep> ahead = std::move(m_ahead);
-    m_ahead.clear();
-    m_nextAhead = 0;
     readToken(token);
-    ahead.push_back(snapshot());
-    m_ahead = std::move(ahead);
+    m_ahead.push_back(snapshot());
 }
 
 PolicyRun::AheadStep PolicyRun::snapshot() const {
@@ -726,11 +718,7 @@ void PolicyRun::dropStepsAhead() {
 
 bool PolicyRun::stepAhead() {
     if (!hasStepsAhead()) return false;
-    const AheadStep& st = m_ahead[m_nextAhead++];
-    m_logits = st.logits;
-    m_lastOutputs = st.lastOutputs;
-    if (!st.lastAttention.empty()) m_lastAttention = st.lastAttention;
-    m_presented = &st;
+    show(m_ahead[m_nextAhead++]);
     if (!hasStepsAhead()) {  // the last: the run's own state is this step's
         m_presented = nullptr;
         m_ahead.clear();

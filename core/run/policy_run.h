@@ -281,11 +281,11 @@ private:
         bool trims = false;                    // the schedule trims after this step
     };
     AheadStep snapshot() const;                // the run as it stands
+    void show(const AheadStep& step);          // present it (logits, outputs, Trace, held mask)
     std::vector<AheadStep> m_ahead;
     AheadStep m_before;                        // the run before the steps read ahead, shown until the first is presented
     size_t m_nextAhead = 0;
     const AheadStep* m_presented = nullptr;    // the step shown, while it is not the last
-    int64_t m_sinceAhead = 0;                  // m_sinceTrim after the last step read ahead
 };
 
 }  // namespace kvlens

@@ -138,11 +138,14 @@ struct Session::Impl {
     // rows, the weights read once instead of once a step. The steps are
     // then presented one per step(). Bounded by the steps the caller plans.
     static constexpr int64_t kAhead = 16;
-    void readAhead(int64_t s);
-    void readAheadFor(const std::vector<size_t>& which, const std::vector<int64_t>& known);
-    // Runs that catch up (a Session taking over) read the steps the full
-    // cache took before ahead as soon as their prompt is read.
-    void readCatchUpAhead(const std::vector<size_t>& candidates);
+    // The tokens of steps s, s+1, ... known now (at most kAhead).
+    std::vector<int64_t> knownTokens(int64_t s) const;
+    // The runs of `candidates` that can read ahead read the known tokens
+    // from step s on in one forward (when at least two are known).
+    void readAhead(int64_t s, const std::vector<size_t>& candidates);
+    // The policy runs still stepping at step s (computed here, not stopped).
+    std::vector<size_t> policyRunsAt(int64_t s) const;
+    bool anyReadsAhead(const std::vector<size_t>& candidates) const;
     // Teacher-forced, with its steps planned: the full cache first takes up
     // to kAhead steps alone (one row a step), choosing their tokens, so that
     // the policy runs read them ahead; its steps are presented in turn.
@@ -737,13 +740,7 @@ void Session::Impl::readPrompt() {
             const at::Tensor promptLogits = runs[0]->logits();
             for (size_t f : following) runs[f]->finishSharedPrompt(promptLogits);
             finished = true;
-            std::vector<size_t> ahead;
-            for (size_t f : following)
-                if (runs[f]->readsAhead()) ahead.push_back(f);
-            if (runFullAhead(0, !ahead.empty())) {
-                std::vector<int64_t> known(fullAhead.begin(), fullAhead.end());
-                readAheadFor(ahead, known);
-            }
+            if (runFullAhead(0, anyReadsAhead(following))) readAhead(0, following);
             return;
         }
         // The full cache kept (an edit of policies or budgets): the
@@ -751,7 +748,7 @@ void Session::Impl::readPrompt() {
         // while the runs reading the prompt themselves still read it.
         for (size_t f : following) runs[f]->finishSharedPrompt(record->logits);
         finished = true;
-        readCatchUpAhead(following);
+        readAhead(0, following);
     });
     if (!record->complete) record->chunks.clear();
     const at::Tensor logits = fullReads ? runs[0]->logits() : record->logits;
@@ -798,9 +795,7 @@ std::shared_ptr<const Trace> Session::Impl::step() {
     // While catching up, the full cache's token is the one it read before.
     const bool replaying = !computed(0, s + 1);
     if (opt.teacherForced) {
-        bool followed = false;
-        for (size_t r = 1; r < R; ++r) followed |= failure[r].empty() && computed(r, s + 1) && runs[r]->readsAhead();
-        runFullAhead(s, followed);
+        runFullAhead(s, anyReadsAhead(policyRunsAt(s)));
         const int64_t forced = forcedToken(s);
         const bool chosenAhead = s < static_cast<int64_t>(fullAhead.size()) && fullAhead[static_cast<size_t>(s)] >= 0;
         const int64_t t = replaying ? previousTokens.at(static_cast<size_t>(position))
@@ -823,7 +818,7 @@ std::shared_ptr<const Trace> Session::Impl::step() {
             if (failure[r].empty() && computed(r, s + 1)) next[r] = asked >= 0 ? asked : samplers[r].next(runs[r]->logits());
         if (replaying) next[0] = previousTokens.at(static_cast<size_t>(position));
     }
-    if (opt.teacherForced) readAhead(s);
+    if (opt.teacherForced) readAhead(s, policyRunsAt(s));
     // One batched forward for every run still going: the weights are read
     // once a step, each run attends over its own cache (Model::forward(segments)).
     std::vector<Model::Segment> segments;
@@ -876,42 +871,42 @@ bool Session::Impl::runFullAhead(int64_t s, bool followed) {
     return true;
 }
 
-void Session::Impl::readAhead(int64_t s) {
-    const int64_t position = static_cast<int64_t>(tokens.size()), V = model->config().vocabSize;
-    std::vector<size_t> which;
+std::vector<size_t> Session::Impl::policyRunsAt(int64_t s) const {
+    std::vector<size_t> out;
     for (size_t r = 1; r < runs.size(); ++r)
-        if (failure[r].empty() && computed(r, s + 1) && runs[r]->readsAhead()) which.push_back(r);
-    if (which.empty()) return;
+        if (failure[r].empty() && computed(r, s + 1)) out.push_back(r);
+    return out;
+}
+
+bool Session::Impl::anyReadsAhead(const std::vector<size_t>& candidates) const {
+    return std::any_of(candidates.begin(), candidates.end(), [&](size_t r) { return runs[r]->readsAhead(); });
+}
+
+std::vector<int64_t> Session::Impl::knownTokens(int64_t s) const {
+    const int64_t V = model->config().vocabSize;
     std::vector<int64_t> known;
-    for (int64_t j = 0; j < kAhead && (opt.plannedSteps <= 0 || s + j < opt.plannedSteps); ++j) {
-        const bool replaying = !computed(0, s + j + 1);
-        const int64_t at = position + j;
-        const int64_t step = s + j;
+    if (!opt.teacherForced) return known;
+    for (int64_t step = s; step < s + kAhead && (opt.plannedSteps <= 0 || step < opt.plannedSteps); ++step) {
+        // The token read at `step` sits at this position of the sequence.
+        const auto at = static_cast<size_t>(static_cast<int64_t>(opt.prompt.size()) + step);
         const int64_t forced = forcedToken(step);
-        const int64_t t = replaying ? (at < static_cast<int64_t>(previousTokens.size()) ? previousTokens[static_cast<size_t>(at)] : -1)
+        const int64_t t = !computed(0, step + 1) ? (at < previousTokens.size() ? previousTokens[at] : -1)  // caught up on
                           : forced >= 0 ? forced
                           : step < static_cast<int64_t>(fullAhead.size()) ? fullAhead[static_cast<size_t>(step)]
                                                                           : -1;
         if (t < 0 || t >= V) break;
         known.push_back(t);
     }
-    if (known.size() >= 2) readAheadFor(which, known);  // one step: the lockstep forward reads it
+    return known;
 }
 
-void Session::Impl::readCatchUpAhead(const std::vector<size_t>& candidates) {
-    if (!opt.teacherForced || catchUp < 2) return;
-    const auto T = static_cast<int64_t>(opt.prompt.size());
-    int64_t n = std::min({kAhead, catchUp, static_cast<int64_t>(previousTokens.size()) - T});
-    if (opt.plannedSteps > 0) n = std::min(n, opt.plannedSteps);
-    if (n < 2) return;
+void Session::Impl::readAhead(int64_t s, const std::vector<size_t>& candidates) {
     std::vector<size_t> which;
     for (size_t r : candidates)
         if (runs[r]->readsAhead()) which.push_back(r);
-    if (!which.empty())
-        readAheadFor(which, std::vector<int64_t>(previousTokens.begin() + T, previousTokens.begin() + T + n));
-}
-
-void Session::Impl::readAheadFor(const std::vector<size_t>& which, const std::vector<int64_t>& known) {
+    if (which.empty()) return;
+    const std::vector<int64_t> known = knownTokens(s);
+    if (known.size() < 2) return;  // one step: the lockstep forward reads it
     std::vector<Model::Segment> segments;
     for (size_t r : which) segments.push_back(runs[r]->beginTokensAhead(known));
     std::vector<ForwardResult> results = model->forward(segments);
