@@ -5,7 +5,8 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libtorch-dev nlohmann-json3-dev libpcre2-dev
-          libcli11-dev libgtest-dev libutf8proc-dev libopenblas0-pthread nodejs npm
+          libcli11-dev libgtest-dev libutf8proc-dev libopenblas0-pthread
+          python3-venv  # the tests' Python reference tools (scripts/python-env.sh)
           python3-torch  # compiles the example TorchScript scorers (resources/plugins) in the tests
           clang libclang-rt-14-dev llvm  # ASan/UBSan + libFuzzer build (build-asan), symbolized reports
           slurmctld slurmd slurm-client munge)  # the Slurm sweep back end's test cluster (tests/sweep/slurm_test.sh)
@@ -18,11 +19,6 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# node/npm may come from outside Debian (e.g. a preinstalled Node.js); accept those.
-if command -v npm >/dev/null 2>&1; then
-  missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
-fi
-read -r -a missing <<< "${missing[*]}"
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 sudo=""

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: on a fresh Debian 12 machine it installs the dependencies,
-# fetches the reference tokenizers, builds, and runs every test this machine
+# makes the tests' Python reference environment (scripts/python-env.sh),
+# fetches SmolLM2-135M-Instruct (scripts/fetch-smollm2.sh), builds, and runs every test this machine
 # can run (CTest; GPU tests skip themselves without a GPU). As root (CI) it
 # also builds the .deb, installs it, smoke-checks it from /usr/bin and removes
 # it (scripts/package.sh, scripts/check-package.sh; KVLENS_SKIP_PACKAGE=1
@@ -11,7 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/fetch-tokenizers.sh >/dev/null
+scripts/python-env.sh >/dev/null
+scripts/fetch-smollm2.sh >/dev/null
 scripts/build.sh
 ctest_dir=build
 if [[ -z "${KVLENS_SKIP_SANITIZE:-}" ]]; then

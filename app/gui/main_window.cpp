@@ -212,6 +212,13 @@ void MainWindow::buildActions() {
     };
     QMenu* file = menuBar()->addMenu(tr("&File"));
     add(file, tr("&Open model…"), QKeySequence::Open, [this] { m_model->chooseDirectory(); });
+    add(file, tr("Open &GGUF model…"), QKeySequence(), [this] {
+        const QString gguf = QFileDialog::getOpenFileName(this, tr("A llama.cpp model (imported once, then opened)"),
+                                                          QString(), tr("GGUF models (*.gguf);;All files (*)"));
+        if (gguf.isEmpty()) return;
+        m_model->setDirectory(gguf);
+        m_model->reload();
+    });
     add(file, tr("&Import llama2.c model…"), QKeySequence(), [this] {
         const QString model = QFileDialog::getOpenFileName(this, tr("llama2.c model (e.g. stories15M.bin)"), QString(),
                                                            tr("llama2.c checkpoints (*.bin);;All files (*)"));

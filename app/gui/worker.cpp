@@ -4,11 +4,18 @@
 #include <malloc.h>
 #endif
 
+#include <QCryptographicHash>
+#include <QDir>
 #include <QElapsedTimer>
+#include <QFile>
+#include <QStandardPaths>
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 
 #include "core/error.h"
 #include "core/model/config.h"
+#include "core/model/gguf_import.h"
 #include "core/model/model.h"
 #include "core/run/session.h"
 #include "core/run/what_if.h"
@@ -24,12 +31,40 @@ void registerMetaTypes() {
     qRegisterMetaType<RunSettings>();
 }
 
+namespace {
+
+// A .gguf opens through a model folder imported once per file content:
+// ~/.cache/kvlens/imported/<first 16 hex digits of its SHA-256>.
+std::filesystem::path importedGguf(const std::filesystem::path& gguf, const std::function<void(int, const QString&)>& progress) {
+    QFile file(QString::fromStdString(gguf.string()));
+    if (!file.open(QIODevice::ReadOnly)) throw FormatError(gguf.string(), "cannot be read");
+    progress(2, QObject::tr("hashing the GGUF"));
+    QCryptographicHash hash(QCryptographicHash::Sha256);
+    if (!hash.addData(&file)) throw FormatError(gguf.string(), "cannot be read to the end");
+    const QString root = QStandardPaths::writableLocation(QStandardPaths::GenericCacheLocation) + QStringLiteral("/kvlens/imported");
+    const std::filesystem::path dir =
+        (root + QLatin1Char('/') + QString::fromLatin1(hash.result().toHex().left(16))).toStdString();
+    if (std::filesystem::exists(dir / "model.safetensors")) return dir;
+    QDir().mkpath(root);
+    GgufImportOptions options;
+    options.progress = [&](int64_t done, int64_t total, const std::string&) {
+        progress(5 + static_cast<int>(60 * done / std::max<int64_t>(1, total)), QObject::tr("importing the GGUF (once)"));
+        return true;
+    };
+    importGguf(gguf, dir, options);
+    return dir;
+}
+
+}  // namespace
+
 Worker::Worker(QObject* parent) : QObject(parent) {}
 Worker::~Worker() = default;
 
 void Worker::load(quint64 id, const QString& dir, const RunSettings& settings) {
-    const std::filesystem::path path = dir.toStdString();
+    std::filesystem::path path = dir.toStdString();
     try {
+        if (path.extension() == ".gguf" && std::filesystem::is_regular_file(path))
+            path = importedGguf(path, [&](int percent, const QString& stage) { Q_EMIT loadProgress(id, percent, stage); });
         // Model::load reads config and weights in one call; the stages are
         // what the panel can honestly report.
         Q_EMIT loadProgress(id, 10, tr("reading weights"));

@@ -1,7 +1,5 @@
 #include "core/model/llama2c.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -9,13 +7,14 @@
 #include <map>
 #include <numeric>
 #include <system_error>
-#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/io/safe_file.h"
 #include "core/model/config.h"
+#include "core/model/gguf_tokenizer.h"
+#include "core/model/import_common.h"
 #include "core/model/safetensors.h"
 
 namespace kvlens {
@@ -72,19 +71,6 @@ int64_t numel(const std::vector<int64_t>& shape) {
     return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
 }
 
-// llama2.c rotates the pairs (0,1), (2,3), ... of each head; HF rotates
-// the halves (i, i + D/2). Row 2j + p of a head goes to row p·D/2 + j.
-std::vector<float> toRotatedHalves(const std::vector<float>& w, int64_t heads, int64_t rows, int64_t cols) {
-    const int64_t D = rows / heads;
-    std::vector<float> out(w.size());
-    for (int64_t h = 0; h < heads; ++h)
-        for (int64_t j = 0; j < D / 2; ++j)
-            for (int64_t p = 0; p < 2; ++p)
-                std::memcpy(&out[static_cast<size_t>((h * D + p * (D / 2) + j) * cols)],
-                            &w[static_cast<size_t>((h * D + 2 * j + p) * cols)], static_cast<size_t>(cols) * sizeof(float));
-    return out;
-}
-
 std::string replaceAll(std::string s, const std::string& from, const std::string& to) {
     for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
     return s;
@@ -93,14 +79,6 @@ std::string replaceAll(std::string s, const std::string& from, const std::string
 bool isBytePiece(const std::string& s) {
     return s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' && std::isxdigit(static_cast<unsigned char>(s[3])) &&
            std::isxdigit(static_cast<unsigned char>(s[4]));
-}
-
-size_t utf8Length(unsigned char lead) {
-    if (lead < 0x80) return 1;
-    if ((lead >> 5) == 0x6) return 2;
-    if ((lead >> 4) == 0xE) return 3;
-    if ((lead >> 3) == 0x1E) return 4;
-    return 1;
 }
 
 std::string configText(const Llama2cHeader& h) {
@@ -129,40 +107,6 @@ std::string configText(const Llama2cHeader& h) {
     };
     return j.dump(2) + "\n";
 }
-
-// A staging folder beside the output, removed unless committed.
-class Staging {
-public:
-    explicit Staging(const fs::path& out) : m_out(out) {
-        std::error_code ec;
-        if (fs::exists(out, ec)) {
-            if (!fs::is_directory(out, ec) || !fs::is_empty(out, ec))
-                throw ArgumentError(name(out) + " already exists and is not an empty folder; name a new folder for "
-                                                "the imported model (nothing was written)");
-        }
-        const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-        m_dir = parent / ("." + out.filename().string() + ".import-" + std::to_string(::getpid()));
-        fs::remove_all(m_dir, ec);
-        if (!fs::create_directories(m_dir, ec) || ec)
-            throw IoError(name(out) + ": cannot create a folder beside it (" + ec.message() + ")");
-    }
-    ~Staging() {
-        std::error_code ec;
-        if (!m_committed) fs::remove_all(m_dir, ec);
-    }
-    const fs::path& dir() const { return m_dir; }
-    void commit() {
-        std::error_code ec;
-        if (fs::exists(m_out, ec)) fs::remove(m_out, ec);  // an empty folder (checked above)
-        fs::rename(m_dir, m_out, ec);
-        if (ec) throw IoError(name(m_out) + ": cannot move the imported model into place (" + ec.message() + ")");
-        m_committed = true;
-    }
-
-private:
-    fs::path m_out, m_dir;
-    bool m_committed = false;
-};
 
 }  // namespace
 
@@ -227,73 +171,23 @@ std::string llama2cTokenizerJson(const std::vector<Llama2cPiece>& pieces, const 
         throw FormatError(file, "has " + std::to_string(pieces.size()) +
                                     " pieces; a llama2.c vocabulary has <unk>, <s>, </s> and the 256 byte pieces first");
     const char* special[3] = {"<unk>", "<s>", "</s>"};
-    std::vector<std::string> text(pieces.size());
-    nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
-    std::unordered_map<std::string, int64_t> idOf;
+    SentencePieceVocab vocab;
     for (size_t id = 0; id < pieces.size(); ++id) {
-        text[id] = id < 3 ? special[id] : isBytePiece(pieces[id].text) ? pieces[id].text : replaceAll(pieces[id].text, " ", kSpace);
-        if (id >= 3 && id < 259 && !isBytePiece(pieces[id].text))
-            throw FormatError(file, "piece " + std::to_string(id) + " is '" + pieces[id].text +
-                                        "' (expected the byte piece <0x" + [&] {
-                                            char b[3];
-                                            std::snprintf(b, sizeof b, "%02X", unsigned(id - 3));
-                                            return std::string(b);
-                                        }() + ">)");
-        if (idOf.emplace(text[id], static_cast<int64_t>(id)).second) vocab[text[id]] = id;
+        const std::string& text = pieces[id].text;
+        if (id >= 3 && id < 259 && !isBytePiece(text))
+            throw FormatError(file, "piece " + std::to_string(id) + " is '" + text + "' (expected the byte piece <0x" + [&] {
+                                        char b[3];
+                                        std::snprintf(b, sizeof b, "%02X", unsigned(id - 3));
+                                        return std::string(b);
+                                    }() + ">)");
+        vocab.pieces.push_back(id < 3 ? special[id] : isBytePiece(text) ? text : replaceAll(text, " ", kSpace));
+        vocab.scores.push_back(pieces[id].score);
+        vocab.mergeable.push_back(id >= 3);  // run.c looks up merged pieces among the others only
     }
-    // Every split of a piece into two pieces is a merge; llama2.c merges the
-    // pair whose merged piece scores highest, so that is the rank order
-    // (ties: the lower id first).
-    std::vector<size_t> order;
-    for (size_t id = 3; id < pieces.size(); ++id) order.push_back(id);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pieces[a].score > pieces[b].score; });
-    nlohmann::ordered_json merges = nlohmann::ordered_json::array();
-    for (size_t id : order) {
-        const std::string& s = text[id];
-        if (idOf.at(s) != static_cast<int64_t>(id)) continue;  // a repeated piece: the first id is the one looked up
-        for (size_t at = utf8Length(static_cast<unsigned char>(s[0])); at < s.size();
-             at += utf8Length(static_cast<unsigned char>(s[at]))) {
-            const std::string left = s.substr(0, at), right = s.substr(at);
-            const auto l = idOf.find(left), r = idOf.find(right);
-            if (l == idOf.end() || r == idOf.end() || l->second < 3 || r->second < 3) continue;
-            merges.push_back(left + " " + right);
-        }
-    }
-    auto specialToken = [&](int id) {
-        return nlohmann::ordered_json{{"id", id},          {"content", special[id]}, {"single_word", false},
-                                      {"lstrip", false},   {"rstrip", false},        {"normalized", false},
-                                      {"special", true}};
-    };
-    nlohmann::ordered_json j;
-    j["version"] = "1.0";
-    j["truncation"] = nullptr;
-    j["padding"] = nullptr;
-    j["added_tokens"] = {specialToken(0), specialToken(1), specialToken(2)};
-    j["normalizer"] = {{"type", "Sequence"},
-                       {"normalizers",
-                        {{{"type", "Prepend"}, {"prepend", kSpace}},
-                         {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kSpace}}}}};
-    j["pre_tokenizer"] = nullptr;
-    j["post_processor"] = {
-        {"type", "TemplateProcessing"},
-        {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-        {"pair",
-         {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-          {{"SpecialToken", {{"id", "<s>"}, {"type_id", 1}}}},
-          {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
-        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}};
-    j["decoder"] = {{"type", "Sequence"},
-                    {"decoders",
-                     {{{"type", "Replace"}, {"pattern", {{"String", kSpace}}}, {"content", " "}},
-                      {{"type", "ByteFallback"}},
-                      {{"type", "Fuse"}},
-                      {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
-    j["model"] = {{"type", "BPE"},        {"dropout", nullptr},      {"unk_token", "<unk>"},
-                  {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
-                  {"fuse_unk", true},     {"byte_fallback", true},   {"vocab", vocab},
-                  {"merges", merges}};
-    return j.dump(1) + "\n";
+    vocab.added = {{0, true}, {1, true}, {2, true}};
+    vocab.unk = 0;
+    vocab.bos = 1;  // run.c starts every prompt with <s>
+    return sentencePieceTokenizerJson(vocab);
 }
 
 ImportReport importLlama2c(const fs::path& model, const fs::path& tokenizer, const fs::path& outDir) {
@@ -303,7 +197,7 @@ ImportReport importLlama2c(const fs::path& model, const fs::path& tokenizer, con
     guard.output(outDir / "model.safetensors", "OUT_DIR");
     ImportReport report;
     const Llama2cHeader h = readLlama2cHeader(model);
-    Staging staging(outDir);  // refuses an OUT_DIR in use before anything is read
+    StagingFolder staging(outDir);  // refuses an OUT_DIR in use before anything is read
     report.header = h;
     const std::vector<Llama2cPiece> pieces = readLlama2cTokenizer(tokenizer, std::abs(int64_t(h.vocabSize)));
     const std::string tokenizerJson = llama2cTokenizerJson(pieces, name(tokenizer));

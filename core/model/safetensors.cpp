@@ -2,10 +2,6 @@
 
 #include "core/io/safe_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -134,29 +130,12 @@ std::vector<TensorInfo> SafetensorsFile::parseHeader(const std::string& header, 
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
     const std::string file = path.string();
-    int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO is refused, not waited on
-    if (fd < 0) throw FormatError(file, std::string("cannot open: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw FormatError(file, "not a regular file (a FIFO, device or folder): expected a safetensors file");
-    }
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
-    if (size < 8) {
-        ::close(fd);
-        throw FormatError(file, "truncated: shorter than the 8-byte header length");
-    }
-    void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (map == MAP_FAILED) throw FormatError(file, std::string("cannot map: ") + std::strerror(errno));
     std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
     f->m_path = file;
-    f->m_map = map;
-    f->m_mapSize = size;
-    const auto* bytes = static_cast<const uint8_t*>(map);
+    f->m_map = MappedFile(file, "a safetensors file", 8, "the 8-byte header length");
     uint64_t dataOffset = 0;
-    f->m_tensors = parseBytes(bytes, size, file, &f->m_metadata, &dataOffset);
-    f->m_data = bytes + dataOffset;
+    f->m_tensors = parseBytes(f->m_map.bytes(), f->m_map.size(), file, &f->m_metadata, &dataOffset);
+    f->m_data = f->m_map.bytes() + dataOffset;
     return f;
 }
 
@@ -191,9 +170,7 @@ std::vector<std::string> parseSafetensorsIndex(const std::string& jsonText, cons
     return shards;
 }
 
-SafetensorsFile::~SafetensorsFile() {
-    if (m_map) ::munmap(m_map, m_mapSize);
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 const TensorInfo* SafetensorsFile::find(const std::string& name) const {
     for (const auto& t : m_tensors)

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/io/mapped_file.h"
+
 namespace kvlens {
 
 enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool };
@@ -60,8 +62,7 @@ private:
     std::string m_path;
     std::vector<TensorInfo> m_tensors;
     std::map<std::string, std::string> m_metadata;
-    void* m_map = nullptr;
-    size_t m_mapSize = 0;
+    MappedFile m_map;
     const uint8_t* m_data = nullptr;
 };
 

@@ -1,7 +1,7 @@
 // Real vocabularies against reference ids: every string in
-// tests/data/tokenizer/<family>.json (written by make_reference.mjs with the
-// JS port of HF tokenizers) must encode to the same ids and decode to the same
-// text. The tokenizer.json files come from scripts/fetch-tokenizers.sh; a
+// tests/data/tokenizer/<family>.json (written by make_reference.py with Hugging
+// Face's tokenizers) must encode to the same ids and decode to the same text.
+// The tokenizer.json files are read in place from ../shared/data/tokenizers; a
 // missing file fails the test, so a machine without them cannot pass silently.
 #include <gtest/gtest.h>
 
@@ -23,9 +23,7 @@ namespace {
 fs::path tokenizerDir()
 {
     if (const char* dir = std::getenv("KVLENS_TOKENIZER_DIR")) return dir;
-    if (const char* cache = std::getenv("KVLENS_CACHE_DIR")) return fs::path(cache) / "tokenizers";
-    const char* home = std::getenv("HOME");
-    return fs::path(home ? home : ".") / ".cache" / "kvlens" / "tokenizers";
+    return fs::path(KVLENS_SHARED_DATA) / "tokenizers";
 }
 
 // Loads each family once per test binary (Qwen3's file is 11 MB).
@@ -36,7 +34,7 @@ const Tokenizer* load(const std::string& family, std::string& error)
     if (!slot) {
         const fs::path file = tokenizerDir() / family / "tokenizer.json";
         if (!fs::exists(file)) {
-            error = file.string() + " is missing: run scripts/fetch-tokenizers.sh (or set KVLENS_TOKENIZER_DIR)";
+            error = file.string() + " is missing: the real tokenizer files live in ../shared/data/tokenizers beside the checkout (or set KVLENS_TOKENIZER_DIR)";
             return nullptr;
         }
         slot = std::make_unique<Tokenizer>(Tokenizer::fromFile(file));

@@ -1,0 +1,53 @@
+#include "core/model/import_common.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <system_error>
+
+#include "core/error.h"
+#include "core/io/safe_file.h"
+
+namespace kvlens {
+namespace fs = std::filesystem;
+
+StagingFolder::StagingFolder(const fs::path& out) : m_out(out) {
+    std::error_code ec;
+    if (fs::exists(out, ec)) {
+        if (!fs::is_directory(out, ec) || !fs::is_empty(out, ec))
+            throw ArgumentError(out.string() + " already exists and is not an empty folder; name a new folder for "
+                                               "the imported model (nothing was written)");
+    }
+    const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+    m_dir = parent / ("." + out.filename().string() + ".import-" + std::to_string(::getpid()));
+    fs::remove_all(m_dir, ec);
+    if (!fs::create_directories(m_dir, ec) || ec)
+        throw IoError(out.string() + ": cannot create a folder beside it (" + ec.message() + ")");
+}
+
+StagingFolder::~StagingFolder() {
+    std::error_code ec;
+    if (!m_committed) fs::remove_all(m_dir, ec);
+}
+
+void StagingFolder::commit() {
+    std::error_code ec;
+    if (fs::exists(m_out, ec)) fs::remove(m_out, ec);  // an empty folder (checked above)
+    fs::rename(m_dir, m_out, ec);
+    if (ec) throw IoError(m_out.string() + ": cannot move the imported model into place (" + ec.message() + ")");
+    m_committed = true;
+}
+
+std::vector<float> toRotatedHalves(const std::vector<float>& w, int64_t heads, int64_t rows, int64_t cols) {
+    const int64_t D = rows / heads;
+    std::vector<float> out(w.size());
+    for (int64_t h = 0; h < heads; ++h)
+        for (int64_t j = 0; j < D / 2; ++j)
+            for (int64_t p = 0; p < 2; ++p)
+                std::memcpy(&out[static_cast<size_t>((h * D + p * (D / 2) + j) * cols)],
+                            &w[static_cast<size_t>((h * D + 2 * j + p) * cols)], static_cast<size_t>(cols) * sizeof(float));
+    return out;
+}
+
+}  // namespace kvlens
