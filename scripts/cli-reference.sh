@@ -26,12 +26,14 @@ trap 'rm -f "$tmp"' EXIT
         COLUMNS=100 "$cli" "$cmd" --help
         echo '```'
     done
-    echo
-    echo "## kvlens-cli import llama2c"
-    echo
-    echo '```text'
-    COLUMNS=100 "$cli" import llama2c --help
-    echo '```'
+    for sub in llama2c gguf; do
+        echo
+        echo "## kvlens-cli import $sub"
+        echo
+        echo '```text'
+        COLUMNS=100 "$cli" import "$sub" --help
+        echo '```'
+    done
     for sub in plan run status merge submit; do
         echo
         echo "## kvlens-cli sweep $sub"

@@ -102,6 +102,44 @@ private Q_SLOTS:
         QVERIFY2(failed.at(1).at(0).toString().contains("missing"), qPrintable(failed.at(1).at(0).toString()));
     }
 
+    // File > Open GGUF model: a .gguf is imported once per content into the
+    // cache (~/.cache/kvlens/imported/<sha256 prefix>), then opened from there.
+    void aGgufOpensThroughAnImportMadeOnce() {
+        const QString gguf = QStringLiteral(KVLENS_SMOLLM2_GGUF);
+        QVERIFY2(QFileInfo::exists(gguf), qPrintable(gguf + " is missing: scripts/fetch-smollm2.sh fetches it"));
+        QTemporaryDir cache;
+        qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
+        Controller c;
+        QSignalSpy loaded(&c, &Controller::modelLoaded), failed(&c, &Controller::modelFailed);
+        QSignalSpy stages(&c, &Controller::modelLoading);
+        c.loadModel(gguf, RunSettings{});
+        QVERIFY(loaded.wait(300000));
+        QCOMPARE(failed.count(), 0);
+        const QString dir = QString::fromStdString(c.model().directory);
+        QVERIFY2(dir.startsWith(cache.path() + QStringLiteral("/kvlens/imported/")), qPrintable(dir));
+        QCOMPARE(c.model().layers, 30);
+        bool imported = false;
+        for (const auto& s : stages) imported |= s.at(1).toString().contains(QStringLiteral("importing"));
+        QVERIFY(imported);
+        const QDateTime written = QFileInfo(dir + QStringLiteral("/model.safetensors")).lastModified();
+        stages.clear();
+        c.loadModel(gguf, RunSettings{});  // the same file again: opened from the cache, not imported
+        QVERIFY(loaded.wait(120000));
+        QCOMPARE(QString::fromStdString(c.model().directory), dir);
+        QCOMPARE(QFileInfo(dir + QStringLiteral("/model.safetensors")).lastModified(), written);
+        for (const auto& s : stages) QVERIFY(!s.at(1).toString().contains(QStringLiteral("importing")));
+        // A file that only ends in .gguf: one sentence naming it; nothing imported.
+        QFile bad(cache.filePath(QStringLiteral("bad.gguf")));
+        QVERIFY(bad.open(QIODevice::WriteOnly));
+        bad.write("GGUF\x03\x00\x00\x00 truncated");
+        bad.close();
+        c.loadModel(bad.fileName(), RunSettings{});
+        QVERIFY(failed.wait(30000));
+        QVERIFY2(failed.at(0).at(0).toString().contains(QStringLiteral("bad.gguf")), qPrintable(failed.at(0).at(0).toString()));
+        QCOMPARE(QDir(cache.path() + QStringLiteral("/kvlens/imported")).entryList(QDir::Dirs | QDir::NoDotAndDotDot).size(), 1);
+        qunsetenv("XDG_CACHE_HOME");
+    }
+
     void freeRunning() {
         Controller c;
         QVERIFY(loadBundled(c));
