@@ -33,8 +33,9 @@ done
 "$base" -m venv "$venv"
 export PIP_CACHE_DIR="$cache/pip" PIP_DISABLE_PIP_VERSION_CHECK=1
 # llama.cpp built for any x86-64 (the wheel is cached and may meet another CPU),
-# without its examples, tests and servers: the tests use its tokenizer only.
-export CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF"
+# without its examples, tests, servers and multimodal library (llama-cpp-python
+# loads that one only for image chats): the tests use its tokenizer only.
+export CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF -DLLAVA_BUILD=OFF"
 export CMAKE_BUILD_PARALLEL_LEVEL="${KVLENS_JOBS:-2}"
 "$py" -m pip install -q --no-deps -r "$req" >&2
 "$py" -c "import torch, transformers, tokenizers, gguf, llama_cpp" >&2
