@@ -427,6 +427,43 @@ TEST_F(CliTest, ImportLlama2cWritesAModelTheOtherCommandsOpen) {
     EXPECT_FALSE(fs::exists(s_dir->path() / "nope"));
 }
 
+// kvlens-cli import gguf: a malformed file gets one sentence naming it and
+// what is wrong, and nothing is written; the real SmolLM2 GGUF imports once,
+// and a second import into the same folder is refused.
+TEST_F(CliTest, ImportGgufSaysWhatIsWrongAndWritesNothing) {
+    auto write = [&](const std::string& name, const std::string& bytes) {
+        const fs::path f = s_dir->path() / name;
+        std::ofstream(f, std::ios::binary) << bytes;
+        return f;
+    };
+    auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+    auto u64 = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); };
+    auto str = [&](const std::string& t) { return u64(t.size()) + t; };
+    const fs::path out = s_dir->path() / "imported";
+    const fs::path notGguf = write("not.gguf", "GGML and something else entirely");
+    expectOneLineError("import gguf " + quote(notGguf.string()) + " " + quote(out.string()), "not.gguf");
+    // A well-formed GGUF v3 of an architecture the import does not know, no tensors.
+    const fs::path phi = write("phi3.gguf", "GGUF" + u32(3) + u64(0) + u64(1) + str("general.architecture") + u32(8) + str("phi3"));
+    expectOneLineError("import gguf " + quote(phi.string()) + " " + quote(out.string()), "general.architecture is 'phi3'");
+    // The real file cut short: the reader names where it ends.
+    const fs::path real = KVLENS_SMOLLM2_GGUF;
+    if (fs::exists(real)) {
+        std::ifstream in(real, std::ios::binary);
+        std::string head(1 << 16, '\0');
+        in.read(head.data(), static_cast<std::streamsize>(head.size()));
+        expectOneLineError("import gguf " + quote(write("cut.gguf", head).string()) + " " + quote(out.string()), "cut.gguf");
+    }
+    EXPECT_FALSE(fs::exists(out));
+    if (!fs::exists(real)) GTEST_SKIP() << real << " is missing (scripts/fetch-smollm2.sh)";
+    CliRun r = run("import gguf --quiet " + quote(real.string()) + " " + quote(out.string()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("134515008 parameters, 30 layers"), std::string::npos) << r.out;
+    const auto before = fs::last_write_time(out / "model.safetensors");
+    expectOneLineError("import gguf " + quote(real.string()) + " " + quote(out.string()), "not an empty folder");
+    EXPECT_EQ(fs::last_write_time(out / "model.safetensors"), before);
+    fs::remove_all(out);
+}
+
 // kvlens-cli memory reads config.json (2 layers, 4 query heads, 2 KV heads of 8).
 TEST_F(CliTest, MemoryTablesTheKvSharingDesigns) {
     CliRun r = run("memory --model " + quote(model()) + " --contexts 10,100 --budget 20 --json");
