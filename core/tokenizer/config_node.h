@@ -4,7 +4,9 @@
 // "<file>: <path>: <what>" (FormatError for malformed content, TokenizerError
 // for valid but unsupported content).
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -46,5 +48,19 @@ private:
     std::string m_path;
     const std::string& m_file;
 };
+
+// The steps of a "Sequence" component (normalizer, pre-tokenizer,
+// post-processor, decoder): each element of node[key] built by `make`, in
+// order; a step that builds to nothing (a null entry) is left out.
+template <typename Step, typename Make>
+std::vector<std::unique_ptr<Step>> sequenceSteps(const ConfigNode& node, const char* key, Make make)
+{
+    const ConfigNode list = node.at(key);
+    std::vector<std::unique_ptr<Step>> steps;
+    for (size_t i = 0; i < list.size(); ++i) {
+        if (auto step = make(list.at(i))) steps.push_back(std::move(step));
+    }
+    return steps;
+}
 
 }  // namespace kvlens::tok

@@ -236,14 +236,7 @@ std::unique_ptr<Decoder> makeDecoder(const ConfigNode& node)
 {
     if (node.json().is_null()) return nullptr;
     const std::string type = node.type();
-    if (type == "Sequence") {
-        const ConfigNode list = node.at("decoders");
-        std::vector<std::unique_ptr<Decoder>> steps;
-        for (size_t i = 0; i < list.size(); ++i) {
-            if (auto step = makeDecoder(list.at(i))) steps.push_back(std::move(step));
-        }
-        return std::make_unique<SequenceDecoder>(std::move(steps));
-    }
+    if (type == "Sequence") return std::make_unique<SequenceDecoder>(sequenceSteps<Decoder>(node, "decoders", makeDecoder));
     if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
     if (type == "Replace") {
         const ConfigNode pattern = node.at("pattern");

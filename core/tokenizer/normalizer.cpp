@@ -126,14 +126,7 @@ std::unique_ptr<Normalizer> makeNormalizer(const ConfigNode& node)
 {
     if (node.json().is_null()) return nullptr;
     const std::string type = node.type();
-    if (type == "Sequence") {
-        const ConfigNode list = node.at("normalizers");
-        std::vector<std::unique_ptr<Normalizer>> steps;
-        for (size_t i = 0; i < list.size(); ++i) {
-            if (auto step = makeNormalizer(list.at(i))) steps.push_back(std::move(step));
-        }
-        return std::make_unique<SequenceNormalizer>(std::move(steps));
-    }
+    if (type == "Sequence") return std::make_unique<SequenceNormalizer>(sequenceSteps<Normalizer>(node, "normalizers", makeNormalizer));
     if (type == "NFC") return std::make_unique<UnicodeNormalizer>(NormalForm::NFC);
     if (type == "NFD") return std::make_unique<UnicodeNormalizer>(NormalForm::NFD);
     if (type == "NFKC") return std::make_unique<UnicodeNormalizer>(NormalForm::NFKC);

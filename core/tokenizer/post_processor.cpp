@@ -113,14 +113,7 @@ std::unique_ptr<PostProcessor> makePostProcessor(const ConfigNode& node)
 {
     if (node.json().is_null()) return nullptr;
     const std::string type = node.type();
-    if (type == "Sequence") {
-        const ConfigNode list = node.at("processors");
-        std::vector<std::unique_ptr<PostProcessor>> steps;
-        for (size_t i = 0; i < list.size(); ++i) {
-            if (auto step = makePostProcessor(list.at(i))) steps.push_back(std::move(step));
-        }
-        return std::make_unique<SequenceProcessor>(std::move(steps));
-    }
+    if (type == "Sequence") return std::make_unique<SequenceProcessor>(sequenceSteps<PostProcessor>(node, "processors", makePostProcessor));
     if (type == "TemplateProcessing") return makeTemplate(node);
     if (type == "BertProcessing" || type == "RobertaProcessing") return makeClsSep(node);
     if (type == "ByteLevel") return std::make_unique<IdentityProcessor>();

@@ -274,14 +274,7 @@ std::unique_ptr<PreTokenizer> makePreTokenizer(const ConfigNode& node)
 {
     if (node.json().is_null()) return nullptr;
     const std::string type = node.type();
-    if (type == "Sequence") {
-        const ConfigNode list = node.at("pretokenizers");
-        std::vector<std::unique_ptr<PreTokenizer>> steps;
-        for (size_t i = 0; i < list.size(); ++i) {
-            if (auto step = makePreTokenizer(list.at(i))) steps.push_back(std::move(step));
-        }
-        return std::make_unique<SequencePreTokenizer>(std::move(steps));
-    }
+    if (type == "Sequence") return std::make_unique<SequencePreTokenizer>(sequenceSteps<PreTokenizer>(node, "pretokenizers", makePreTokenizer));
     if (type == "ByteLevel") {
         return std::make_unique<ByteLevelPreTokenizer>(node.boolOr("add_prefix_space", true),
                                                        node.boolOr("use_regex", true));
