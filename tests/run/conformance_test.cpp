@@ -21,15 +21,10 @@ constexpr int64_t kPrompt = 48;
 constexpr int64_t kSteps = 4;
 
 std::shared_ptr<const Model> sharedModel() {
-    static test::ScratchDir dir("conformance");
-    static std::shared_ptr<const Model> model = [] {
-        test::ModelOptions o;
-        o.maxPositions = 512;
-        o.numLayers = 3;
-        test::makeRandomModel(Family::Llama, o, 21, dir.path());
-        return std::shared_ptr<const Model>(Model::load(dir.path()));
-    }();
-    return model;
+    test::ModelOptions o;
+    o.maxPositions = 512;
+    o.numLayers = 3;
+    return test::sharedRandomModel("conformance", Family::Llama, o, 21);
 }
 
 // Positions the policy must hold after reading the prompt (POLICIES.md's

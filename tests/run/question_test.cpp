@@ -16,15 +16,10 @@ using namespace kvlens;
 namespace {
 
 std::shared_ptr<const Model> questionModel() {
-    static test::ScratchDir dir("question");
-    static std::shared_ptr<const Model> model = [] {
-        test::ModelOptions o;
-        o.maxPositions = 256;
-        o.numLayers = 2;
-        test::makeRandomModel(Family::Llama, o, 41, dir.path());
-        return std::shared_ptr<const Model>(Model::load(dir.path()));
-    }();
-    return model;
+    test::ModelOptions o;
+    o.maxPositions = 256;
+    o.numLayers = 2;
+    return test::sharedRandomModel("question", Family::Llama, o, 41);
 }
 
 SessionOptions base(const std::vector<std::string>& policies) {

@@ -28,15 +28,10 @@ namespace {
 constexpr int kSteps = 5;
 
 std::shared_ptr<const Model> refreshModel() {
-    static test::ScratchDir dir("refresh");
-    static std::shared_ptr<const Model> model = [] {
-        test::ModelOptions o;
-        o.maxPositions = 256;
-        o.scale = 2.0f;
-        test::makeRandomModel(Family::Qwen2, o, 91, dir.path());
-        return std::shared_ptr<const Model>(Model::load(dir.path()));
-    }();
-    return model;
+    test::ModelOptions o;
+    o.maxPositions = 256;
+    o.scale = 2.0f;
+    return test::sharedRandomModel("refresh", Family::Qwen2, o, 91);
 }
 
 SessionOptions options(const std::vector<std::string>& policies, const std::string& budget,

@@ -24,16 +24,11 @@ namespace {
 constexpr int64_t kPrompt = 40, kBudget = 10, kSteps = 5;
 
 std::shared_ptr<const Model> oracleModel() {
-    static test::ScratchDir dir("oracle");
-    static std::shared_ptr<const Model> model = [] {
-        test::ModelOptions o;
-        o.maxPositions = 256;
-        o.numLayers = 3;
-        o.scale = 2.0f;  // peaked attention: the choice matters
-        test::makeRandomModel(Family::Llama, o, 31, dir.path());
-        return std::shared_ptr<const Model>(Model::load(dir.path()));
-    }();
-    return model;
+    test::ModelOptions o;
+    o.maxPositions = 256;
+    o.numLayers = 3;
+    o.scale = 2.0f;  // peaked attention: the choice matters
+    return test::sharedRandomModel("oracle", Family::Llama, o, 31);
 }
 
 SessionOptions optionsWith(std::vector<std::string> policies, int64_t planned = kSteps) {

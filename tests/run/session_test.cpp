@@ -15,15 +15,10 @@ using namespace kvlens;
 namespace {
 
 std::shared_ptr<const Model> tinyModel() {
-    static test::ScratchDir dir("session");
-    static std::shared_ptr<const Model> model = [] {
-        test::ModelOptions o;
-        o.maxPositions = 256;
-        o.scale = 2.0f;
-        test::makeRandomModel(Family::Llama, o, 41, dir.path());
-        return std::shared_ptr<const Model>(Model::load(dir.path()));
-    }();
-    return model;
+    test::ModelOptions o;
+    o.maxPositions = 256;
+    o.scale = 2.0f;
+    return test::sharedRandomModel("session", Family::Llama, o, 41);
 }
 
 SessionOptions baseOptions(std::vector<std::string> policies, const std::string& budget) {

@@ -203,6 +203,22 @@ const BuiltVariant& builtVariant(const std::string& name) {
     return *(built[name] = std::move(b));
 }
 
+std::shared_ptr<const Model> sharedRandomModel(const std::string& name, Family family, const ModelOptions& options,
+                                               uint64_t seed) {
+    struct Shared {
+        std::unique_ptr<ScratchDir> dir;
+        std::shared_ptr<const Model> model;
+    };
+    static std::map<std::string, Shared> shared;
+    Shared& s = shared[name];
+    if (!s.model) {
+        s.dir = std::make_unique<ScratchDir>(name);
+        makeRandomModel(family, options, seed, s.dir->path());
+        s.model = std::shared_ptr<const Model>(Model::load(s.dir->path()));
+    }
+    return s.model;
+}
+
 std::shared_ptr<const Model> variantModel(const std::string& name, const RunSettings& settings) {
     static std::map<std::string, std::shared_ptr<const Model>> loaded;
     const std::string key = name + "/" + settings.device + "/" + settings.dtype;

@@ -74,6 +74,12 @@ struct TestModel {
 TestModel makeRandomModel(Family family, const ModelOptions& options, uint64_t seed,
                           const std::filesystem::path& dir);
 
+// A random model written once per test process into a scratch folder named
+// `name` and loaded with default settings: the model the tests of one file
+// share. Cached by name (one name, one model).
+std::shared_ptr<const Model> sharedRandomModel(const std::string& name, Family family, const ModelOptions& options,
+                                               uint64_t seed);
+
 // The family variants every model test runs over.
 struct Variant {
     std::string name;  // a valid GoogleTest parameter name
