@@ -34,7 +34,11 @@ void registerMetaTypes() {
 namespace {
 
 // A .gguf opens through a model folder imported once per file content:
-// ~/.cache/kvlens/imported/<first 16 hex digits of its SHA-256>.
+// ~/.cache/kvlens/imported/gguf<importer version>-<first 16 hex digits of its
+// SHA-256>. The version changes when the import would write something else,
+// so a folder an older import wrote is not reused.
+constexpr int kGgufImportVersion = 1;
+
 std::filesystem::path importedGguf(const std::filesystem::path& gguf, const std::function<void(int, const QString&)>& progress) {
     QFile file(QString::fromStdString(gguf.string()));
     if (!file.open(QIODevice::ReadOnly)) throw FormatError(gguf.string(), "cannot be read");
@@ -42,8 +46,9 @@ std::filesystem::path importedGguf(const std::filesystem::path& gguf, const std:
     QCryptographicHash hash(QCryptographicHash::Sha256);
     if (!hash.addData(&file)) throw FormatError(gguf.string(), "cannot be read to the end");
     const QString root = QStandardPaths::writableLocation(QStandardPaths::GenericCacheLocation) + QStringLiteral("/kvlens/imported");
-    const std::filesystem::path dir =
-        (root + QLatin1Char('/') + QString::fromLatin1(hash.result().toHex().left(16))).toStdString();
+    const std::filesystem::path dir = (root + QStringLiteral("/gguf%1-").arg(kGgufImportVersion) +
+                                       QString::fromLatin1(hash.result().toHex().left(16)))
+                                          .toStdString();
     if (std::filesystem::exists(dir / "model.safetensors")) return dir;
     QDir().mkpath(root);
     GgufImportOptions options;
@@ -51,7 +56,13 @@ std::filesystem::path importedGguf(const std::filesystem::path& gguf, const std:
         progress(5 + static_cast<int>(60 * done / std::max<int64_t>(1, total)), QObject::tr("importing the GGUF (once)"));
         return true;
     };
-    importGguf(gguf, dir, options);
+    try {
+        importGguf(gguf, dir, options);
+    } catch (const Error&) {
+        // Another KVLens imported the same file meanwhile: its folder is complete (renamed into place whole).
+        if (std::filesystem::exists(dir / "model.safetensors")) return dir;
+        throw;
+    }
     return dir;
 }
 

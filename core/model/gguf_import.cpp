@@ -34,6 +34,7 @@ constexpr LayerName kLayerNames[] = {
     {"attn_k.weight", "self_attn.k_proj.weight", LayerName::Key},
     {"attn_v.weight", "self_attn.v_proj.weight"},
     {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
     {"attn_q.bias", "self_attn.q_proj.bias", LayerName::Query},
     {"attn_k.bias", "self_attn.k_proj.bias", LayerName::Key},
     {"attn_v.bias", "self_attn.v_proj.bias"},

@@ -103,7 +103,7 @@ private Q_SLOTS:
     }
 
     // File > Open GGUF model: a .gguf is imported once per content into the
-    // cache (~/.cache/kvlens/imported/<sha256 prefix>), then opened from there.
+    // cache (~/.cache/kvlens/imported/gguf1-<sha256 prefix>), then opened from there.
     void aGgufOpensThroughAnImportMadeOnce() {
         const QString gguf = QStringLiteral(KVLENS_SMOLLM2_GGUF);
         QVERIFY2(QFileInfo::exists(gguf), qPrintable(gguf + " is missing: scripts/fetch-smollm2.sh fetches it"));
@@ -116,7 +116,7 @@ private Q_SLOTS:
         QVERIFY(loaded.wait(300000));
         QCOMPARE(failed.count(), 0);
         const QString dir = QString::fromStdString(c.model().directory);
-        QVERIFY2(dir.startsWith(cache.path() + QStringLiteral("/kvlens/imported/")), qPrintable(dir));
+        QVERIFY2(dir.startsWith(cache.path() + QStringLiteral("/kvlens/imported/gguf1-")), qPrintable(dir));
         QCOMPARE(c.model().layers, 30);
         bool imported = false;
         for (const auto& s : stages) imported |= s.at(1).toString().contains(QStringLiteral("importing"));
