@@ -1,6 +1,9 @@
 #include "core/model/import_common.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstring>
 #include <string>
@@ -20,7 +23,19 @@ StagingFolder::StagingFolder(const fs::path& out) : m_out(out) {
                                                "the imported model (nothing was written)");
     }
     const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-    m_dir = parent / ("." + out.filename().string() + ".import-" + std::to_string(::getpid()));
+    const std::string prefix = "." + out.filename().string() + ".import-";
+    // Staging folders of imports into the same OUT_DIR whose process is gone
+    // (killed, crashed) hold gigabytes nobody will use: removed.
+    for (const auto& entry : fs::directory_iterator(parent, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.compare(0, prefix.size(), prefix) != 0) continue;
+        const std::string pid = name.substr(prefix.size());
+        if (pid.empty() || pid.size() > 18 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+        const long long id = std::stoll(pid);
+        if (id > 0 && id != ::getpid() && (id > INT32_MAX || (::kill(static_cast<pid_t>(id), 0) != 0 && errno == ESRCH)))
+            fs::remove_all(entry.path(), ec);
+    }
+    m_dir = parent / (prefix + std::to_string(::getpid()));
     fs::remove_all(m_dir, ec);
     if (!fs::create_directories(m_dir, ec) || ec)
         throw IoError(out.string() + ": cannot create a folder beside it (" + ec.message() + ")");

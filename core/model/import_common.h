@@ -12,7 +12,9 @@ namespace kvlens {
 // A staging folder beside OUT_DIR, renamed into place by commit() and
 // removed unless committed. OUT_DIR must not exist or be an empty folder
 // (nothing the user has is written over): otherwise ArgumentError, before
-// anything is written. IoError when the folder cannot be made or moved.
+// anything is written. IoError when the folder cannot be made or moved. The
+// staging folders an earlier import into the same OUT_DIR left behind when
+// its process died are removed.
 class StagingFolder {
 public:
     explicit StagingFolder(const std::filesystem::path& out);

@@ -455,8 +455,13 @@ TEST_F(CliTest, ImportGgufSaysWhatIsWrongAndWritesNothing) {
     }
     EXPECT_FALSE(fs::exists(out));
     if (!fs::exists(real)) GTEST_SKIP() << real << " is missing (scripts/fetch-smollm2.sh)";
+    // What an import killed mid-way left: removed by the next import into the same folder.
+    const fs::path stale = s_dir->path() / ".imported.import-4999999999";
+    fs::create_directories(stale);
+    write(".imported.import-4999999999/model.safetensors", "half a model");
     CliRun r = run("import gguf --quiet " + quote(real.string()) + " " + quote(out.string()));
     ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_FALSE(fs::exists(stale));
     EXPECT_NE(r.out.find("134515008 parameters, 30 layers"), std::string::npos) << r.out;
     const auto before = fs::last_write_time(out / "model.safetensors");
     expectOneLineError("import gguf " + quote(real.string()) + " " + quote(out.string()), "not an empty folder");
