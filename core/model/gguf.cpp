@@ -78,13 +78,6 @@ uint64_t minValueBytes(GgufValue::Type t) {
 
 bool knownValueType(uint32_t t) { return t <= static_cast<uint32_t>(GgufValue::Type::F64); }
 
-std::string describeType(const GgufValue& v) {
-    if (v.type == GgufValue::Type::Array)
-        return std::string("an array of ") + ggufValueTypeName(v.elementType);
-    const char* n = ggufValueTypeName(v.type);
-    return (n[0] == 'i' || n[0] == 'a' ? "an " : "a ") + std::string(n);
-}
-
 // Little-endian reads from a buffer whose bounds are checked before each read.
 class Reader {
 public:
@@ -213,6 +206,12 @@ const char* ggufValueTypeName(GgufValue::Type t) {
     return "unknown type";
 }
 
+std::string ggufValueDescription(const GgufValue& v) {
+    if (v.type == GgufValue::Type::Array) return std::string("an array of ") + ggufValueTypeName(v.elementType);
+    const char* n = ggufValueTypeName(v.type);
+    return (n[0] == 'i' || n[0] == 'a' ? "an " : "a ") + std::string(n);
+}
+
 bool GgufValue::isInteger() const {
     switch (type) {
     case Type::U8: case Type::I8: case Type::U16: case Type::I16:
@@ -332,7 +331,7 @@ GgufContents GgufFile::parse(const uint8_t* bytes, uint64_t size, const std::str
     if (align != c.metadata.end()) {
         const GgufValue& a = align->second;
         if (a.type != GgufValue::Type::U32)
-            throw FormatError(file, "metadata key 'general.alignment' is " + describeType(a) +
+            throw FormatError(file, "metadata key 'general.alignment' is " + ggufValueDescription(a) +
                                         ": expected a uint32 power of two");
         if (a.u == 0 || (a.u & (a.u - 1)) != 0)
             throw FormatError(file, "metadata key 'general.alignment' is " + std::to_string(a.u) +
@@ -402,7 +401,7 @@ const GgufValue& required(const GgufFile& f, const std::string& key, const char*
 }
 
 [[noreturn]] void wrongType(const GgufFile& f, const std::string& key, const GgufValue& v, const char* expected) {
-    throw FormatError(f.path(), "metadata key '" + key + "' is " + describeType(v) + ": expected " + expected);
+    throw FormatError(f.path(), "metadata key '" + key + "' is " + ggufValueDescription(v) + ": expected " + expected);
 }
 
 bool isIntegerType(GgufValue::Type t) {

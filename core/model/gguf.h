@@ -55,6 +55,8 @@ struct GgufValue {
 };
 
 const char* ggufValueTypeName(GgufValue::Type t);
+// "a uint32", "an array of string": for error messages.
+std::string ggufValueDescription(const GgufValue& v);
 
 struct GgufTensorInfo {
     std::string name;

@@ -83,12 +83,6 @@ const std::vector<PreTokenizerType>& preTokenizerTypes() {
 
 // ---- typed metadata ---------------------------------------------------------
 
-std::string describe(const GgufValue& v) {
-    if (v.type == GgufValue::Type::Array) return std::string("an array of ") + ggufValueTypeName(v.elementType);
-    const std::string name = ggufValueTypeName(v.type);
-    return (name[0] == 'i' ? "an " : "a ") + name;
-}
-
 // An integer value (isInteger()), unsigned ones above 2^63 saturated.
 int64_t integerValue(const GgufValue& v) {
     switch (v.type) {
@@ -118,20 +112,20 @@ public:
     std::optional<std::string> string(const std::string& key, bool required = false) const {
         const GgufValue* v = required ? &require(key, "a string") : find(key);
         if (!v) return std::nullopt;
-        if (v->type != GgufValue::Type::String) fail(key, "is " + describe(*v) + " (expected a string)");
+        if (v->type != GgufValue::Type::String) fail(key, "is " + ggufValueDescription(*v) + " (expected a string)");
         return v->s;
     }
     bool flag(const std::string& key, bool fallback) const {
         const GgufValue* v = find(key);
         if (!v) return fallback;
-        if (v->type != GgufValue::Type::Bool) fail(key, "is " + describe(*v) + " (expected a bool)");
+        if (v->type != GgufValue::Type::Bool) fail(key, "is " + ggufValueDescription(*v) + " (expected a bool)");
         return v->u != 0;
     }
     // A token id below `tokens`, or `fallback` when the key is absent.
     std::optional<int32_t> tokenId(const std::string& key, size_t tokens, std::optional<int32_t> fallback) const {
         const GgufValue* v = find(key);
         if (!v) return fallback && size_t(*fallback) < tokens ? fallback : std::nullopt;
-        if (!v->isInteger()) fail(key, "is " + describe(*v) + " (expected a token id)");
+        if (!v->isInteger()) fail(key, "is " + ggufValueDescription(*v) + " (expected a token id)");
         const int64_t id = integerValue(*v);
         if (id < 0 || uint64_t(id) >= tokens)
             fail(key, "is " + std::to_string(id) + " (expected a token id below " + std::to_string(tokens) + ")");
@@ -143,7 +137,7 @@ public:
                                         const char* expected, size_t count, const char* countKey) const {
         const GgufValue& v = require(key, expected);
         if (v.type != GgufValue::Type::Array || std::find(types.begin(), types.end(), v.elementType) == types.end())
-            fail(key, "is " + describe(v) + " (expected " + expected + ")");
+            fail(key, "is " + ggufValueDescription(v) + " (expected " + expected + ")");
         if (count && v.elements.size() != count)
             fail(key, "has " + std::to_string(v.elements.size()) + " entries (expected " + std::to_string(count) +
                           ", one per token of " + countKey + ")");
