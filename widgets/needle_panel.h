@@ -6,7 +6,7 @@
 #include <QWidget>
 #include <memory>
 
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 
 class QLineEdit;
 class QSpinBox;

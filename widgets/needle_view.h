@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 
 namespace kvlens::ui {
 

@@ -3,7 +3,7 @@
 #include <exception>
 #include <memory>
 
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 
 namespace kvlens::ui {
 namespace {

@@ -2,7 +2,7 @@
 // The one way the Qt side writes a file (figures, metrics plots, the GUI's
 // --screenshot): nothing the user has is ever lost. Qt's writers (QImage,
 // QPdfWriter, QSvgGenerator) write onto a QIODevice that streams into
-// kvlens::AtomicFile (core/io/safe_file.h, the writer core and the CLI use):
+// kvlens::AtomicFile (core/safe_file.h, the writer core and the CLI use):
 // a temporary file beside the target, renamed over it only once every byte
 // was written and synced. A failed write leaves the old file as it was and
 // says why.

@@ -12,7 +12,7 @@
 #include "core/io/export_names.h"
 #include "core/model/model.h"
 #include "core/run/session.h"
-#include "core/run/session_setup.h"
+#include "core/io/session_setup.h"
 
 namespace kvlens::cli {
 namespace {

@@ -16,7 +16,7 @@
 #include "core/model/config.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
-#include "core/run/what_if.h"
+#include "core/study/what_if.h"
 
 namespace kvlens::cli {
 namespace {

@@ -9,8 +9,8 @@
 #include "app/cli/common.h"
 #include "app/cli/figure_hook.h"
 #include "core/error.h"
-#include "core/eval/needle_grid.h"
-#include "core/io/needle_io.h"
+#include "core/study/needle_grid.h"
+#include "core/study/needle_io.h"
 #include "core/model/model.h"
 
 namespace kvlens::cli {

@@ -21,7 +21,7 @@
 #include "app/cli/common.h"
 #include "app/cli/figure_hook.h"
 #include "core/error.h"
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 #include "core/sweep/sweep.h"
 #include "core/sweep/sweep_run.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 #include "core/model/device.h"
 #include "core/policy/budget.h"
 #include "core/policy/policy_info.h"
@@ -87,7 +87,7 @@ std::optional<Tokenizer> tokenizerFor(const std::filesystem::path& modelDir);
 // A text input (--prompt-file, --haystack-file): a regular file or a pipe
 // (`<(cmd)`), at most 64 MiB; a folder or an endless device is refused.
 std::string readTextFile(const std::filesystem::path& path, const std::string& flag);
-// `text` to the file `path` (atomically: core/io/safe_file.h), or to stdout for "-".
+// `text` to the file `path` (atomically: core/safe_file.h), or to stdout for "-".
 void writeOutput(const std::string& path, const std::string& text);
 
 void addInfoCommand(CLI::App& app);

@@ -7,7 +7,7 @@
 #include "app/cli/common.h"
 #include "core/cpu_tuning.h"
 #include "core/error.h"
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 
 int main(int argc, char** argv) {
     kvlens::restartWithTunedBlas(argv);

@@ -49,7 +49,7 @@ public:
     // is done: runs requested meanwhile wait (the views keep their traces);
     // only cancelNeedle(), a newer grid or a model load stop it.
     void runNeedle(eval::NeedleGridOptions options);
-    // A KV-sharing what-if on the current prompt (core/run/what_if.h; kind
+    // A KV-sharing what-if on the current prompt (core/study/what_if.h; kind
     // as ui::MemoryView::WhatIfKind): whatIfDone when it is computed.
     void runWhatIf(int kind, int value);
     void cancelNeedle();

@@ -30,7 +30,7 @@
 #include "core/model/device.h"
 #include "core/model/llama2c.h"
 #include "core/paths.h"
-#include "core/run/session_setup.h"
+#include "core/io/session_setup.h"
 #include "widgets/budget_state.h"
 #include "widgets/budget_editor.h"
 #include "widgets/comparison_view.h"

@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 #include "core/policy/budget.h"
 #include "core/policy/policy_info.h"
 #include "core/run/model_handle.h"

@@ -10,10 +10,10 @@
 
 #include "app/gui/main_window.h"
 #include "core/error.h"
-#include "core/eval/needle_grid.h"
-#include "core/io/needle_io.h"
-#include "core/io/read_file.h"
-#include "core/io/safe_file.h"
+#include "core/study/needle_grid.h"
+#include "core/study/needle_io.h"
+#include "core/read_file.h"
+#include "core/safe_file.h"
 #include "widgets/needle_panel.h"
 #include "widgets/sweep_panel.h"
 

@@ -18,7 +18,7 @@
 #include "core/model/gguf_import.h"
 #include "core/model/model.h"
 #include "core/run/session.h"
-#include "core/run/what_if.h"
+#include "core/study/what_if.h"
 
 namespace kvlens::gui {
 

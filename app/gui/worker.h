@@ -12,7 +12,7 @@
 
 #include "app/gui/metatypes.h"
 #include "core/run/session.h"
-#include "core/run/what_if.h"
+#include "core/study/what_if.h"
 
 namespace kvlens {
 class Model;
@@ -51,7 +51,7 @@ public:
     // the allocator's free memory handed back to the system; the next run
     // starts afresh.
     void releaseSession();
-    // The KV-sharing what-if (core/run/what_if.h): the loaded model with its
+    // The KV-sharing what-if (core/study/what_if.h): the loaded model with its
     // KV heads merged to kvHeads against itself on `prompt`; one line of result.
     void runWhatIf(quint64 id, const QString& prompt, const KvWhatIf& whatIf);
 

@@ -1,6 +1,6 @@
 #include "core/eval/vocabulary.h"
 
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 
 #include <fstream>
 #include <stdexcept>

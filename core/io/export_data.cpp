@@ -1,6 +1,6 @@
 #include "core/io/export_data.h"
 
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 
 #include <cmath>
 #include <cstdio>

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/io/json_fields.h"
-#include "core/io/read_file.h"
+#include "core/read_file.h"
 #include "core/policy/budget.h"
 #include "core/policy/policy_info.h"
 #include "core/run/trace.h"

@@ -1,7 +1,7 @@
 #include "core/io/session_file.h"
 
-#include "core/io/read_file.h"
-#include "core/io/safe_file.h"
+#include "core/read_file.h"
+#include "core/safe_file.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/io/read_file.h"
+#include "core/read_file.h"
 
 namespace kvlens {
 namespace {

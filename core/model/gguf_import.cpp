@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 #include "core/model/config.h"
 #include "core/model/gguf.h"
 #include "core/model/gguf_tokenizer.h"

@@ -10,7 +10,7 @@
 #include <system_error>
 
 #include "core/error.h"
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 
 namespace kvlens {
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 #include "core/model/config.h"
 #include "core/model/gguf_tokenizer.h"
 #include "core/model/import_common.h"

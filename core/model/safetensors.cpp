@@ -1,6 +1,6 @@
 #include "core/model/safetensors.h"
 
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 
 
 #include <algorithm>

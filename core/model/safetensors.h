@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/io/mapped_file.h"
+#include "core/mapped_file.h"
 
 namespace kvlens {
 

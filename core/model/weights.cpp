@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "core/io/read_file.h"
+#include "core/read_file.h"
 
 namespace kvlens {
 namespace fs = std::filesystem;

@@ -8,11 +8,11 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 #include "core/io/json_fields.h"
-#include "core/io/read_file.h"
-#include "core/io/needle_io.h"
-#include "core/io/safe_file.h"
+#include "core/read_file.h"
+#include "core/study/needle_io.h"
+#include "core/safe_file.h"
 #include "core/paths.h"
 
 namespace kvlens::sweep {

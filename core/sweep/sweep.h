@@ -125,7 +125,7 @@ std::filesystem::path shardFile(const SweepSpec& spec, const Shard& shard);
 // that is not a results file throws FormatError naming it and the line.
 std::vector<ProbeResult> readResults(const SweepSpec& spec);
 // Adds `result` to the shard's file: the file is written again whole to a
-// temporary file and renamed into place (core/io/safe_file.h), so a reader
+// temporary file and renamed into place (core/safe_file.h), so a reader
 // or a killed writer sees the old results or the new ones, never half a probe.
 void appendResult(const SweepSpec& spec, const Shard& shard, const ProbeResult& result);
 

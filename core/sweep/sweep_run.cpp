@@ -7,8 +7,8 @@
 #include <map>
 
 #include "core/error.h"
-#include "core/eval/needle_grid.h"
-#include "core/io/read_file.h"
+#include "core/study/needle_grid.h"
+#include "core/read_file.h"
 #include "core/model/model.h"
 #include "core/policy/budget.h"
 #include "core/run/session.h"

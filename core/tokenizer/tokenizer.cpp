@@ -2,7 +2,7 @@
 // order: added tokens are cut out of the raw text, the rest is normalized,
 // pre-tokenized into words, each word goes through the model, and the
 // post-processor adds special tokens.
-#include "core/io/read_file.h"
+#include "core/read_file.h"
 #include "core/tokenizer/tokenizer.h"
 
 #include <algorithm>

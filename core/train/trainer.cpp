@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 #include "core/eval/corpus.h"
 #include "core/eval/vocabulary.h"
 #include "core/model/device_internal.h"

@@ -6,9 +6,9 @@
 #include <set>
 
 #include "core/error.h"
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 #include "core/eval/vocabulary.h"
-#include "core/io/needle_io.h"
+#include "core/study/needle_io.h"
 #include "core/policy/budget.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tests/support/test_models.h"

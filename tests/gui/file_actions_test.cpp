@@ -32,7 +32,7 @@
 #include "app/gui/file_actions.h"
 #include "app/gui/main_window.h"
 #include "core/io/export_data.h"
-#include "core/io/needle_io.h"
+#include "core/study/needle_io.h"
 #include "core/io/session_file.h"
 #include "core/paths.h"
 #include "gui_test_main.h"

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 #include "core/run/trace.h"
 
 namespace kvlens::test {

@@ -11,7 +11,7 @@
 #include "core/io/session_file.h"
 #include "core/io/trace_json.h"
 #include "core/model/model.h"
-#include "core/run/session_setup.h"
+#include "core/io/session_setup.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tests/support/test_models.h"
 

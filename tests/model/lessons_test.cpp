@@ -17,8 +17,8 @@
 #include "core/model/model.h"
 #include "core/paths.h"
 #include "core/run/session.h"
-#include "core/run/session_setup.h"
-#include "core/run/what_if.h"
+#include "core/io/session_setup.h"
+#include "core/study/what_if.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace kvlens {

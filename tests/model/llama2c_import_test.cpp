@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "core/error.h"
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 #include "core/model/llama2c.h"
 #include "core/model/model.h"
 #include "core/policy/budget.h"

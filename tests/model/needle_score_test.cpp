@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 #include "core/model/model.h"
 #include "core/paths.h"
 #include "core/tokenizer/tokenizer.h"

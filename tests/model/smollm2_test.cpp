@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 #include "core/model/model.h"
 #include "core/policy/budget.h"
 #include "core/policy/policy_info.h"

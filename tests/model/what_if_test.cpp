@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/model/model.h"
 #include "core/paths.h"
-#include "core/run/what_if.h"
+#include "core/study/what_if.h"
 #include "core/tokenizer/tokenizer.h"
 
 using namespace kvlens;

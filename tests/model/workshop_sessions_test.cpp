@@ -11,7 +11,7 @@
 #include "core/paths.h"
 #include "core/run/generate.h"
 #include "core/run/session.h"
-#include "core/run/session_setup.h"
+#include "core/io/session_setup.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace kvlens {

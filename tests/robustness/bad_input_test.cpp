@@ -25,7 +25,7 @@
 #include "core/paths.h"
 #include "core/run/model_handle.h"
 #include "core/run/session.h"
-#include "core/run/session_setup.h"
+#include "core/io/session_setup.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tests/support/test_models.h"
 #include "tests/robustness/bad_input_support.h"

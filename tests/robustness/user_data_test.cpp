@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 #include "core/model/config.h"
 #include "core/model/safetensors.h"
 #include "core/paths.h"

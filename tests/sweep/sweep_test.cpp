@@ -10,7 +10,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 #include "core/sweep/sweep.h"
 #include "core/sweep/sweep_run.h"
 #include "tests/support/scratch_dir.h"

@@ -1,4 +1,4 @@
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 
 #include <algorithm>
 

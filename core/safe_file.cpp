@@ -1,4 +1,4 @@
-#include "core/io/safe_file.h"
+#include "core/safe_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "core/run/session_setup.h"
+#include "core/io/session_setup.h"
 
 #include "core/error.h"
 #include "core/paths.h"

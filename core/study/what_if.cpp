@@ -1,4 +1,4 @@
-#include "core/run/what_if.h"
+#include "core/study/what_if.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 #include "core/model/model.h"
 
 namespace kvlens {

@@ -1,4 +1,4 @@
-#include "core/io/needle_io.h"
+#include "core/study/needle_io.h"
 
 #include <cstdio>
 #include <sstream>

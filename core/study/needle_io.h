@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/eval/needle_grid.h"
+#include "core/study/needle_grid.h"
 
 namespace kvlens {
 
