@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libtorch-dev nlohmann-json3-dev libpcre2-dev
           libcli11-dev libgtest-dev libutf8proc-dev libopenblas0-pthread
           python3-venv  # the tests' Python reference tools (scripts/python-env.sh)
+          universal-ctags  # tests/guards/house_rules.py measures functions with it
           python3-torch  # compiles the example TorchScript scorers (resources/plugins) in the tests
           clang libclang-rt-14-dev llvm  # ASan/UBSan + libFuzzer build (build-asan), symbolized reports
           slurmctld slurmd slurm-client munge)  # the Slurm sweep back end's test cluster (tests/sweep/slurm_test.sh)

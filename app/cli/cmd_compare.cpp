@@ -42,7 +42,7 @@ void printTable(const Trace& t) {
     // With the hindsight oracle: each run's retained attention mass as a share of the oracle's.
     const PolicyTrace* oracle = nullptr;
     for (const auto& p : t.policies)
-        if (p.id == "oracle" && !oracle) oracle = &p;
+        if (!oracle && findPolicy(p.id).hindsight) oracle = &p;
     std::printf("%-28s %-13s %9s %12s %9s %7s %9s %8s %8s %9s%s\n", "policy", "schedule", "budget", "KV held", "mean KL",
                 "top-1", "PPL", "mass", "out cos", "diverged", oracle ? "  of oracle" : "");
     const double fullBytes = static_cast<double>(t.policies[0].bytesHeld);

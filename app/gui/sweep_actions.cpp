@@ -128,7 +128,7 @@ QString SweepActions::startSweep(const QString& folder) {
         const fs::path dir = folder.toStdString();
         std::vector<std::string> policies;
         for (const auto& p : state.policies)
-            if (p != "full") policies.push_back(p);
+            if (!isFullCache(parsePolicySpec(p))) policies.push_back(p);
         if (policies.empty()) throw ArgumentError("add a policy to the Policies list: a sweep compares policies");
         if (grid.budgets.empty()) throw ArgumentError("budgets: give the Needle dock at least one budget");
         json budgets = json::array();

@@ -11,7 +11,7 @@
 
 #include <algorithm>
 
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/snapkv.h"
 
 namespace kvlens {
@@ -68,10 +68,8 @@ private:
     int64_t m_sinks, m_chunk;
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"andpro", construct<AnDProPolicy>};
 
-std::unique_ptr<Policy> makeAndPro(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new AnDProPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

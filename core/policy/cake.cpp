@@ -19,7 +19,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "core/policy/policies.h"
+#include "core/policy/cake.h"
+#include "core/policy/factory.h"
 #include "core/policy/snapkv.h"
 
 namespace kvlens {
@@ -146,10 +147,8 @@ private:
     std::vector<int64_t> m_chosen;  // the layer budgets, once chosen
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"cake", construct<CakePolicy>};
 
-std::unique_ptr<Policy> makeCake(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new CakePolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

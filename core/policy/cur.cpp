@@ -7,7 +7,7 @@
 // are always kept. kvpress's optional random projection is not offered.
 #include <ATen/ATen.h>
 
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -59,10 +59,8 @@ private:
     std::string m_leverage;
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"cur", construct<CurPolicy>};
 
-std::unique_ptr<Policy> makeCur(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new CurPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

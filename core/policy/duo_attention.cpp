@@ -19,7 +19,7 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -173,10 +173,8 @@ private:
     std::vector<std::vector<double>> m_scores;    // [layer][kv head]
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"duo", construct<DuoAttentionPolicy>};
 
-std::unique_ptr<Policy> makeDuoAttention(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new DuoAttentionPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

@@ -15,7 +15,7 @@
 #include <limits>
 
 #include "core/policy/attention.h"
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -109,10 +109,8 @@ private:
     std::vector<Stats> m_stats;
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"expected_attention", construct<ExpectedAttentionPolicy>};
 
-std::unique_ptr<Policy> makeExpectedAttention(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new ExpectedAttentionPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

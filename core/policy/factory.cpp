@@ -4,55 +4,57 @@
 #include <mutex>
 
 #include "core/error.h"
-#include "core/policy/policies.h"
 
 namespace kvlens {
 namespace {
 
-// The makers of the built-in policies (registry.cpp has their infos), then
-// those registerPolicy() added.
-std::map<std::string, PolicyMaker>& makers() {
-    static std::map<std::string, PolicyMaker> m = {
-        {"full", makeFull},           {"window", makeWindow}, {"streaming", makeStreaming},
-        {"random", makeRandom},       {"lru", makeLru},       {"lfu", makeLfu},
-        {"h2o", makeH2o},             {"tova", makeTova},     {"snapkv", makeSnapKv},
-        {"pyramidkv", makeSnapKv},    {"adakv", makeSnapKv},  {"andpro", makeAndPro},
-        {"knorm", makeKnorm},         {"keydiff", makeKeyDiff}, {"cur", makeCur},
-        {"lagkv", makeLagKv},         {"rkv", makeRkv},
-        {"qfilter", makeQFilter},     {"oracle", makeOracle},
-        {"kvzip", makeKvzip},         {"expected_attention", makeExpectedAttention},
-        {"cake", makeCake},           {"duo", makeDuoAttention},
-    };
-    return m;
-}
+struct Makers {
+    std::mutex mutex;
+    std::map<std::string, PolicyMaker> byId;  // the built-in policies' (BuiltinMaker), then registerPolicy()'s
+};
 
-// parsePolicySpec's "script:FILE.pt" (the registry is torch-free; loading a
-// module is not).
-[[maybe_unused]] const bool kScriptLoaderSet = (setScriptPolicyLoader(&loadScriptPolicy), true);
-
-std::mutex& makersMutex() {
-    static std::mutex m;
+Makers& makers() {
+    static Makers m;
     return m;
 }
 
 }  // namespace
 
+BuiltinMaker::BuiltinMaker(const char* id, PolicyMaker make) {
+    Makers& m = makers();
+    std::lock_guard<std::mutex> lock(m.mutex);
+    m.byId[id] = make;
+}
+
 std::unique_ptr<Policy> makePolicy(const PolicyConfig& config) {
     const PolicyInfo& info = findPolicy(config.id);  // throws for an unknown id
     PolicyMaker make = nullptr;
     {
-        std::lock_guard<std::mutex> lock(makersMutex());
-        make = makers().at(info.id);
+        Makers& m = makers();
+        std::lock_guard<std::mutex> lock(m.mutex);
+        const auto it = m.byId.find(info.id);
+        if (it != m.byId.end()) make = it->second;
     }
+    if (!make)
+        throw Error("policy '" + info.id + "' is registered but has no maker: its file (core/policy) is not in this build");
     return make(info, config);
 }
 
+std::vector<std::string> policyMakerIds() {
+    Makers& m = makers();
+    std::lock_guard<std::mutex> lock(m.mutex);
+    std::vector<std::string> ids;
+    for (const auto& [id, make] : m.byId) ids.push_back(id);
+    return ids;
+}
+
 void registerPolicy(PolicyInfo info, PolicyMaker make) {
-    std::lock_guard<std::mutex> lock(makersMutex());
     const std::string id = info.id;
     if (!make) throw ArgumentError("policy '" + id + "' has no maker");
+    Makers& m = makers();
+    std::lock_guard<std::mutex> lock(m.mutex);
     registerPolicyInfo(std::move(info));  // checks the id
-    makers()[id] = make;
+    m.byId[id] = make;
 }
 
 }  // namespace kvlens

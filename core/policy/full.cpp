@@ -1,5 +1,5 @@
 // Full cache: keeps everything; the reference every metric compares against.
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -11,10 +11,8 @@ public:
     Plan plan(const LayerState& state) override { return keepEverything(state); }
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"full", construct<FullPolicy>};
 
-std::unique_ptr<Policy> makeFull(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new FullPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

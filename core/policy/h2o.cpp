@@ -11,7 +11,7 @@
 
 #include "core/host_paths.h"
 #include "core/policy/attention.h"
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 #include "core/policy/select.h"
 
@@ -64,10 +64,8 @@ private:
     EntryStats m_sums;
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"h2o", construct<H2oPolicy>};
 
-std::unique_ptr<Policy> makeH2o(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new H2oPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

@@ -4,7 +4,7 @@
 // unit vectors: score = -cos(k_i, anchor). No attention needed.
 #include <ATen/ATen.h>
 
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -27,10 +27,8 @@ protected:
     }
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"keydiff", construct<KeyDiffPolicy>};
 
-std::unique_ptr<Policy> makeKeyDiff(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new KeyDiffPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

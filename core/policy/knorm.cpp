@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -30,10 +30,8 @@ private:
     std::vector<int64_t> m_skip;
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"knorm", construct<KnormPolicy>};
 
-std::unique_ptr<Policy> makeKnorm(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new KnormPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

@@ -12,7 +12,7 @@
 // shorter than sinks + 2·lag scores by recency (StreamingLLM's set).
 #include <ATen/ATen.h>
 
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -86,10 +86,8 @@ private:
     bool m_cross;
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"lagkv", construct<LagKvPolicy>};
 
-std::unique_ptr<Policy> makeLagKv(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new LagKvPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

@@ -11,7 +11,7 @@
 
 #include "core/host_paths.h"
 #include "core/policy/attention.h"
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 #include "core/policy/select.h"
 
@@ -100,14 +100,14 @@ private:
     std::vector<float> m_reduced;  // one group-reduced row (kept: a step would allocate it per layer)
 };
 
+template <bool Frequency>
+std::unique_ptr<Policy> makeUse(const PolicyInfo& info, PolicyConfig config) {
+    return std::make_unique<UsePolicy>(info, std::move(config), Frequency);
+}
+
+const BuiltinMaker kLru{"lru", makeUse<false>};
+const BuiltinMaker kLfu{"lfu", makeUse<true>};
+
 }  // namespace
-
-std::unique_ptr<Policy> makeLru(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new UsePolicy(info, std::move(config), false));
-}
-
-std::unique_ptr<Policy> makeLfu(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new UsePolicy(info, std::move(config), true));
-}
 
 }  // namespace kvlens

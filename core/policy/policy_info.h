@@ -2,9 +2,11 @@
 // The policy registry as plain data (torch-free): ids, names, parameters
 // with defaults, ranges and one-line help. The CLI builds --help and parses
 // `--policy id:k=v,...` from it; the GUI builds its controls from it.
+#include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <iterator>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,6 +57,12 @@ struct PolicyInfo {
     // Reads what no deployed cache can know (the hindsight oracle): shown as
     // a bound, not a policy.
     bool hindsight = false;
+    // What the Session prepares before the policy plans: a hook chosen by
+    // this trait, never by the policy's id. The calibration prompt's queries
+    // (Q-Filters), the full cache's attention of the coming steps (the
+    // hindsight oracle), the attention of the prompt's reconstruction (KVzip).
+    enum class Preparation { None, CalibrationQueries, FutureAttention, Reconstruction };
+    Preparation preparation = Preparation::None;
     // Keeps by its own rule whatever the budget (DuoAttention's retrieval and
     // streaming heads): what it holds is the outcome, as with select=threshold.
     bool budgetFree = false;
@@ -79,11 +87,47 @@ struct PolicyConfig {
     // What parsePolicySpec reads back to this config anywhere: the label, a
     // TorchScript scorer's as "script:FILE.pt[:k=v,...]".
     std::string spec() const;
+    // The registered policy this config is of: its traits are one hop away.
+    const PolicyInfo& info() const;
+
+private:
+    friend PolicyConfig parsePolicySpec(const std::string& spec);
+    const PolicyInfo* m_info = nullptr;  // set by parsePolicySpec (infos never move)
 };
 
-// Every registered policy, the full cache first. A deque:
-// adding a policy keeps references to the others valid.
-const std::deque<PolicyInfo>& policyRegistry();
+// A snapshot of the registry: every policy registered when it was taken, the
+// full cache first. Safe to hold and walk while another thread registers a
+// plug-in (that one shows in the next snapshot). A PolicyInfo is never moved
+// nor removed, so references to it stay valid for the life of the program.
+class PolicyList {
+public:
+    class Iterator {
+    public:
+        using value_type = PolicyInfo;
+        using reference = const PolicyInfo&;
+        using difference_type = std::ptrdiff_t;
+        using iterator_category = std::forward_iterator_tag;
+        explicit Iterator(const PolicyInfo* const* at) : m_at(at) {}
+        const PolicyInfo& operator*() const { return **m_at; }
+        const PolicyInfo* operator->() const { return *m_at; }
+        Iterator& operator++() { ++m_at; return *this; }
+        bool operator==(const Iterator& o) const { return m_at == o.m_at; }
+        bool operator!=(const Iterator& o) const { return m_at != o.m_at; }
+    private:
+        const PolicyInfo* const* m_at;
+    };
+    explicit PolicyList(std::shared_ptr<const std::vector<const PolicyInfo*>> infos) : m_infos(std::move(infos)) {}
+    Iterator begin() const { return Iterator(m_infos->data()); }
+    Iterator end() const { return Iterator(m_infos->data() + m_infos->size()); }
+    size_t size() const { return m_infos->size(); }
+    const PolicyInfo& front() const { return *m_infos->front(); }
+
+private:
+    std::shared_ptr<const std::vector<const PolicyInfo*>> m_infos;
+};
+
+// Every registered policy, the full cache first (see PolicyList).
+PolicyList policyRegistry();
 // Adds a policy (ArgumentError if its id is taken, or it claims to be a
 // second full cache). core/policy/factory.h registerPolicy() also gives it a
 // maker: one call adds a policy to the CLI, the GUI and the tests.

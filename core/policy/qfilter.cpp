@@ -15,7 +15,7 @@
 
 #include <algorithm>
 
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -100,10 +100,8 @@ private:
     std::vector<Layer> m_layers;
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"qfilter", construct<QFilterPolicy>};
 
-std::unique_ptr<Policy> makeQFilter(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new QFilterPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

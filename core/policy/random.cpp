@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -53,10 +53,8 @@ private:
     int64_t m_window;
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"random", construct<RandomPolicy>};
 
-std::unique_ptr<Policy> makeRandom(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new RandomPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

@@ -9,6 +9,8 @@
 #include <cctype>
 #include <deque>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 
 #include "core/error.h"
 #include "core/policy/text_util.h"
@@ -101,9 +103,15 @@ PolicyInfo info(std::string id, std::string name, std::string ref, std::string s
             (reads & Keys) != 0, false, std::move(params)};
 }
 
-PolicyInfo sessionScored(PolicyInfo p, bool hindsight) {
+PolicyInfo sessionScored(PolicyInfo p, PolicyInfo::Preparation preparation) {
     p.sessionScored = true;
-    p.hindsight = hindsight;
+    p.hindsight = preparation == PolicyInfo::Preparation::FutureAttention;
+    p.preparation = preparation;
+    return p;
+}
+
+PolicyInfo calibrated(PolicyInfo p) {
+    p.preparation = PolicyInfo::Preparation::CalibrationQueries;
     return p;
 }
 
@@ -119,10 +127,16 @@ PolicyInfo referenceInfo(std::vector<ParamSpec> params) {
     return full;
 }
 
-std::deque<PolicyInfo> buildRegistry() {
-    const auto every = Schedule::EveryStep, prefill = Schedule::PrefillOnce, prefillThenStep = Schedule::PrefillThenStep;
-    const CommonDefaults onEvery{"every_step"}, onPrefill{"prefill_once"}, onPrefillThenStep{"prefill_then_step"};
-    const auto sinks = intParam("sinks", "4", 0, kMaxTokens, "attention sinks: the first S tokens, always kept");
+// The table of built-in policies, one entry each (each one's maker is in its
+// own file, core/policy/<id>.cpp: factory.h BuiltinMaker), in four groups.
+const Schedule every = Schedule::EveryStep, prefill = Schedule::PrefillOnce, prefillThenStep = Schedule::PrefillThenStep;
+const CommonDefaults onEvery{"every_step"}, onPrefill{"prefill_once"}, onPrefillThenStep{"prefill_then_step"};
+
+ParamSpec sinksParam() { return intParam("sinks", "4", 0, kMaxTokens, "attention sinks: the first S tokens, always kept"); }
+
+// The reference, the position rules and the attention-driven online policies.
+std::vector<PolicyInfo> baselinePolicies() {
+    const auto sinks = sinksParam();
     const auto tau = realParam("tau", "1", 0, 1e6, "a key is used when its attention is at least tau/n");
     return {
         referenceInfo(withCommon({}, {"prefill_once"})),
@@ -146,7 +160,14 @@ std::deque<PolicyInfo> buildRegistry() {
                         onPrefillThenStep)),
         info("tova", "TOVA", "Oren et al. 2024, schwartz-lab-NLP/TOVA",
              "keep the top B by the current query's attention, averaged over all heads; one set per layer",
-             prefillThenStep, Attention, withCommon({}, onPrefillThenStep)),
+             prefillThenStep, Attention, withCommon({}, onPrefillThenStep))
+    };
+}
+
+// The SnapKV family: pooled attention of an observation window of queries.
+std::vector<PolicyInfo> windowScoredPolicies() {
+    const auto sinks = sinksParam();
+    return {
         info("snapkv", "SnapKV", "Li et al. 2024, FasterDecoding/SnapKV",
              "pooled attention of the last W prompt queries; keep the top B-W + the window", prefill, Keys,
              withCommon(snapParams(), onPrefill)),
@@ -159,7 +180,14 @@ std::deque<PolicyInfo> buildRegistry() {
         info("andpro", "AnDPro", "Geng et al., NeurIPS 2025, MIRALab-USTC/LLM-AnDPro",
              "project each token's attention output onto the window's anchor direction; global top-k", prefill, Keys,
              withCommon(snapParams({sinks, intParam("chunk", "1", 1, 4096, "score chunks of this many tokens")}),
-                        {"prefill_once", "uniform", "adaptive", "0"})),
+                        {"prefill_once", "uniform", "adaptive", "0"}))
+    };
+}
+
+// Scored from the keys, values and queries themselves.
+std::vector<PolicyInfo> keyScoredPolicies() {
+    const auto sinks = sinksParam();
+    return {
         info("knorm", "Key norm", "Devoto et al., EMNLP 2024", "keep the B keys with the lowest L2 norm", prefill,
              Keys,
              withCommon({{"skip_layers", Type::IntList, "0,1", 0, 1e5, {}, "layers that keep everything"}},
@@ -191,12 +219,12 @@ std::deque<PolicyInfo> buildRegistry() {
                          intParam("kernel", "7", 1, 1001, "max-pooling kernel of the importance along the keys"),
                          realParam("lambda", "0.07", 0, 1, "weight of importance against redundancy")},
                         onPrefill)),
-        info("qfilter", "Q-Filters", "Godey et al. 2025, NathanGodey/qfilters; kvpress QFilterPress",
+        calibrated(info("qfilter", "Q-Filters", "Godey et al. 2025, NathanGodey/qfilters; kvpress QFilterPress",
              "keep the keys that project most on the main direction of the head's prompt queries", prefill, Keys,
              withCommon({intParam("samples", "3000", 1, kMaxTokens,
                                   "prompt queries per head the filter is computed from (evenly spaced)"),
                          intParam("window", "0", 0, kMaxTokens, "the last W tokens are always kept")},
-                        onPrefill)),
+                        onPrefill))),
         info("expected_attention", "Expected Attention", "Devoto et al. 2025; kvpress ExpectedAttentionPress",
              "keep the keys the coming queries are expected to attend to (prompt query statistics rotated to the "
              "next positions), times the value norm",
@@ -231,7 +259,14 @@ std::deque<PolicyInfo> buildRegistry() {
                                               "share of all KV heads (every layer) made streaming heads"),
                                     intParam("q_len", "500", 2, 65536,
                                              "positions the mean query and key are placed over to score a head")},
-                                   onPrefill))),
+                                   onPrefill)))
+    };
+}
+
+// Scored by the Session, which runs the model ahead for them.
+std::vector<PolicyInfo> sessionScoredPolicies() {
+    const auto sinks = sinksParam();
+    return {
         sessionScored(info("oracle", "Hindsight oracle (not deployable)",
              "upper bound: reads the full cache's future attention, which no deployed cache can",
              "keep, per KV head, the entries the next predictions will attend to most (the full cache's attention "
@@ -240,15 +275,22 @@ std::deque<PolicyInfo> buildRegistry() {
              withCommon({intParam("horizon", "0", 0, kMaxTokens,
                                   "decode steps whose queries decide (0: the steps the Session plans, or 16)")},
                         onPrefill)),
-                      /*hindsight=*/true),
+                      PolicyInfo::Preparation::FutureAttention),
         sessionScored(info("kvzip", "KVzip", "Kim et al. 2025, snu-mllab/KVzip; kvpress KVzipPress",
                            "keep the entries the model attends to most when asked to repeat the prompt",
                            prefill, Nothing,
                            withCommon({sinks, intParam("chunk", "2048", 16, kMaxTokens,
                                                        "prompt tokens repeated per reconstruction pass")},
                                       {"prefill_once", "uniform", "adaptive", "0"})),
-                      /*hindsight=*/false),
+                      PolicyInfo::Preparation::Reconstruction)
     };
+}
+
+std::deque<PolicyInfo> buildRegistry() {
+    std::deque<PolicyInfo> all;
+    for (auto group : {baselinePolicies(), windowScoredPolicies(), keyScoredPolicies(), sessionScoredPolicies()})
+        for (auto& info : group) all.push_back(std::move(info));
+    return all;
 }
 
 std::string joined(const std::vector<std::string>& items, const char* sep) {
@@ -386,22 +428,46 @@ const char* scheduleName(Schedule s) {
 }
 
 namespace {
-std::deque<PolicyInfo>& registryStorage() {
-    static std::deque<PolicyInfo> registry = buildRegistry();
+
+// Copy-on-write: the infos live in a deque that only grows (their addresses
+// never change); readers take the published list of pointers, which a
+// registration replaces under the lock and never changes in place.
+struct Registry {
+    std::mutex mutex;
+    std::deque<PolicyInfo> infos;
+    std::shared_ptr<const std::vector<const PolicyInfo*>> published;
+
+    Registry() : infos(buildRegistry()) { publish(); }
+    void publish() {
+        auto list = std::make_shared<std::vector<const PolicyInfo*>>();
+        for (const auto& info : infos) list->push_back(&info);
+        published = std::move(list);
+    }
+};
+
+Registry& registryStorage() {
+    static Registry registry;
     return registry;
 }
+
 }  // namespace
 
-const std::deque<PolicyInfo>& policyRegistry() { return registryStorage(); }
+PolicyList policyRegistry() {
+    Registry& r = registryStorage();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    return PolicyList(r.published);
+}
 
 void registerPolicyInfo(PolicyInfo info) {
-    auto& registry = registryStorage();
     if (info.id.empty() || info.id.find_first_of(":,= ") != std::string::npos)
         throw ArgumentError("a policy id must be non-empty, without ':', ',', '=' or spaces (got '" + info.id + "')");
-    for (const auto& known : registry)
-        if (known.id == info.id) throw ArgumentError("policy '" + info.id + "' is already registered");
     if (info.fullCache) throw ArgumentError("policy '" + info.id + "': the full cache is the only policy that keeps everything as the reference");
-    registry.push_back(std::move(info));
+    Registry& r = registryStorage();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (const auto& known : r.infos)
+        if (known.id == info.id) throw ArgumentError("policy '" + info.id + "' is already registered");
+    r.infos.push_back(std::move(info));
+    r.publish();
 }
 
 PolicyInfo makePolicyInfo(std::string id, std::string name, std::string reference, std::string summary,
@@ -487,6 +553,7 @@ PolicyConfig parsePolicySpec(const std::string& spec) {
     const PolicyInfo& info = findPolicy(id);
     PolicyConfig config;
     config.id = info.id;
+    config.m_info = &info;
     for (const auto& p : info.params) config.values[p.name] = p.defaultValue;
     if (colon != std::string::npos) {
         std::map<std::string, bool> seen;
@@ -539,6 +606,10 @@ std::vector<int64_t> PolicyConfig::getIntList(const std::string& name) const {
         out.push_back(v);
     }
     return out;
+}
+
+const PolicyInfo& PolicyConfig::info() const {
+    return m_info && m_info->id == id ? *m_info : findPolicy(id);
 }
 
 std::string PolicyConfig::spec() const {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/policy/attention.h"
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 #include "core/policy/select.h"
 
@@ -102,10 +102,8 @@ private:
     QueryWindow m_queries;
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"rkv", construct<RkvPolicy>};
 
-std::unique_ptr<Policy> makeRkv(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new RkvPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

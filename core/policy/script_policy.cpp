@@ -166,8 +166,8 @@ torch::jit::Module loadModule(const std::string& file, const std::string& path) 
     return module;
 }
 
-}  // namespace
-
+// Loads a TorchScript scorer and registers its policy; the registry's
+// "script:FILE.pt" specs call it.
 std::string loadScriptPolicy(const std::string& file) {
     std::error_code ec;
     const fs::path abs = fs::absolute(fs::path(file), ec).lexically_normal();
@@ -194,5 +194,10 @@ std::string loadScriptPolicy(const std::string& file) {
     registerPolicy(std::move(info), makeScript);
     return id;
 }
+
+// parsePolicySpec's "script:FILE.pt" (the registry is torch-free; loading a
+// module is not).
+[[maybe_unused]] const bool kScriptLoaderSet = (setScriptPolicyLoader(&loadScriptPolicy), true);
+}  // namespace
 
 }  // namespace kvlens

@@ -14,7 +14,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -50,14 +50,9 @@ private:
     int64_t m_sinks;
 };
 
+const BuiltinMaker kOracle{"oracle", construct<SessionScoredPolicy>};
+const BuiltinMaker kKvzip{"kvzip", construct<SessionScoredPolicy>};
+
 }  // namespace
-
-std::unique_ptr<Policy> makeOracle(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new SessionScoredPolicy(info, std::move(config)));
-}
-
-std::unique_ptr<Policy> makeKvzip(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new SessionScoredPolicy(info, std::move(config)));
-}
 
 }  // namespace kvlens

@@ -8,7 +8,7 @@
 
 #include <ATen/ATen.h>
 
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 
 namespace kvlens {
 
@@ -47,10 +47,10 @@ protected:
     }
 };
 
-}  // namespace
+const BuiltinMaker kSnapKv{"snapkv", construct<SnapKvPolicy>};
+const BuiltinMaker kPyramidKv{"pyramidkv", construct<SnapKvPolicy>};
+const BuiltinMaker kAdaKv{"adakv", construct<SnapKvPolicy>};
 
-std::unique_ptr<Policy> makeSnapKv(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new SnapKvPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

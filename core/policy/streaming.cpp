@@ -3,7 +3,7 @@
 // builds the KvCache with CacheOptions::rerotate; the plan is the same.
 #include <algorithm>
 
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -28,10 +28,8 @@ private:
     int64_t m_sinks;
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"streaming", construct<StreamingPolicy>};
 
-std::unique_ptr<Policy> makeStreaming(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new StreamingPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

@@ -9,7 +9,7 @@
 
 #include "core/host_paths.h"
 #include "core/policy/attention.h"
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -54,10 +54,8 @@ private:
     EntryStats m_row;  // the last row, as [Hkv, L] so that it realigns like any per-entry state
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"tova", construct<TovaPolicy>};
 
-std::unique_ptr<Policy> makeTova(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new TovaPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

@@ -2,7 +2,7 @@
 // last B entries stay and no score is involved.
 #include <algorithm>
 
-#include "core/policy/policies.h"
+#include "core/policy/factory.h"
 #include "core/policy/scorer.h"
 
 namespace kvlens {
@@ -21,10 +21,8 @@ protected:
     int64_t window(const LayerState& state) const override { return state.budget; }
 };
 
-}  // namespace
+const BuiltinMaker kMaker{"window", construct<WindowPolicy>};
 
-std::unique_ptr<Policy> makeWindow(const PolicyInfo& info, PolicyConfig config) {
-    return std::unique_ptr<Policy>(new WindowPolicy(info, std::move(config)));
-}
+}  // namespace
 
 }  // namespace kvlens

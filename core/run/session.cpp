@@ -55,7 +55,11 @@ bool sameConfig(const PolicyConfig& a, const PolicyConfig& b) {
     return a.id == b.id && a.schedule == b.schedule && a.everyN == b.everyN && a.gqa == b.gqa && a.values == b.values;
 }
 
-bool isOracle(const PolicyConfig& c) { return c.id == "oracle"; }
+using Preparation = PolicyInfo::Preparation;
+
+bool prepares(const PolicyConfig& c, Preparation p) { return c.info().preparation == p; }
+
+bool isOracle(const PolicyConfig& c) { return prepares(c, Preparation::FutureAttention); }
 
 // The decode steps a hindsight oracle reads ahead: its horizon, or the
 // steps the caller plans, or (planning none) the GUI's default 16.
@@ -336,7 +340,7 @@ void Session::Impl::takeOver(Impl& p) {
                                                          oracleHorizon(p.runs[j]->config(), po.plannedSteps)) &&
                     runs[r]->budgets().perLayer == p.runs[j]->budgets().perLayer &&
                     // Q-Filters learnt from another calibration prompt chooses again
-                    (runs[r]->config().id != "qfilter" || po.calibration == opt.calibration) &&
+                    (!prepares(runs[r]->config(), Preparation::CalibrationQueries) || po.calibration == opt.calibration) &&
                     runs[r]->budgets().compress == p.runs[j]->budgets().compress &&
                     runs[r]->budgets().note == p.runs[j]->budgets().note) {
                     take(r, j);
@@ -548,7 +552,7 @@ void Session::Impl::prepareCalibration() {
     std::vector<size_t> which;
     int64_t samples = 1;
     for (size_t r = 1; r < runs.size(); ++r)
-        if (takenFrom[r] < 0 && runs[r]->config().id == "qfilter") {
+        if (takenFrom[r] < 0 && prepares(runs[r]->config(), Preparation::CalibrationQueries)) {
             which.push_back(r);
             samples = std::max(samples, runs[r]->config().getInt("samples"));
         }
@@ -586,7 +590,7 @@ void Session::Impl::prepareCalibration() {
 void Session::Impl::prepareKvzip() {
     std::map<int64_t, std::vector<size_t>> byChunk;
     for (size_t r = 1; r < runs.size(); ++r)
-        if (takenFrom[r] < 0 && runs[r]->config().id == "kvzip") byChunk[runs[r]->config().getInt("chunk")].push_back(r);
+        if (takenFrom[r] < 0 && prepares(runs[r]->config(), Preparation::Reconstruction)) byChunk[runs[r]->config().getInt("chunk")].push_back(r);
     if (byChunk.empty()) return;
     const ModelConfig& c = model->config();
     const int64_t P = static_cast<int64_t>(opt.prompt.size()), Hkv = c.numKvHeads, G = c.groupSize(), D = c.headDim;

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "core/policy/policies.h"
+#include "core/policy/cake.h"
 #include "core/run/policy_run.h"
 #include "fixtures.h"
 
