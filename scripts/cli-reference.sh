@@ -2,6 +2,8 @@
 # Writes docs/cli-reference.md from kvlens-cli's own --help (every command,
 # every option with its default), so that the reference cannot drift from
 # the program: CTest's cli_reference_is_current fails when the file is stale.
+# CLI11 lists an option's "Excludes:" in the order of the options' addresses,
+# which differs from run to run: they are sorted here.
 #   scripts/cli-reference.sh [KVLENS_CLI] [OUT]      (defaults: build/app/kvlens-cli, docs/cli-reference.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +44,6 @@ trap 'rm -f "$tmp"' EXIT
         COLUMNS=100 "$cli" sweep "$sub" --help
         echo '```'
     done
-} > "$tmp"
+} | perl -pe 's/(Excludes:)((?: --[\w-]+)+)/$1 . join("", map { " $_" } sort split(" ", $2))/e' > "$tmp"
 mv "$tmp" "$out"
 trap - EXIT
