@@ -336,43 +336,6 @@ QString MainWindow::importLlama2c(const QString& model, const QString& tokenizer
     return {};
 }
 
-QString MainWindow::shortcutsText() const {
-    QString rows;
-    for (QAction* top : menuBar()->actions()) {
-        if (!top->menu()) continue;
-        for (QAction* a : top->menu()->actions())
-            if (!a->shortcut().isEmpty())
-                rows += QStringLiteral("<tr><td>%1</td><td>&nbsp;&nbsp;<b>%2</b></td><td>&nbsp;&nbsp;%3</td></tr>")
-                            .arg(QString(top->text()).remove(u'&'), QString(a->text()).remove(u'&').toHtmlEscaped(),
-                                 a->shortcut().toString(QKeySequence::NativeText).toHtmlEscaped());
-    }
-    return tr("<table>%1</table><p>In the heatmaps: the wheel zooms, dragging pans, a click selects a layer and "
-              "head in the grids.</p>")
-        .arg(rows);
-}
-
-QString MainWindow::guideText() const {
-    return tr("<p><b>Columns</b>: the full cache (the reference) and each eviction policy, side by side, on the same "
-              "prompt and the same decode steps.</p>"
-              "<p><b>Token strip</b>: one square per token; its colour says what this run's cache did with it at the "
-              "shown step in the selected layer and KV head (hover the legend's chips for each colour's meaning).</p>"
-              "<p><b>Heatmap</b>: attention of each query (row) over the keys (columns) for the selected layer and "
-              "query head; evicted keys are drawn pinkish grey, future keys white.</p>"
-              "<p><b>Head grid</b>: the share of the full cache's attention each layer × query head still finds in "
-              "this run's cache; click a cell to select it.</p>"
-              "<p><b>Metrics</b>: per decode step, KL(full ‖ policy) of the next-token distributions and whether "
-              "their top-1 tokens agree; retained attention mass per layer; KV memory held.</p>"
-              "<p><b>Budget</b>: entries each layer × KV head may hold; drag a bar to change one layer.</p>");
-}
-
-QString MainWindow::aboutText() const {
-    const QString model = m_controller->modelReady() ? QString::fromStdString(m_controller->model().directory) : tr("none");
-    return tr("<p><b>KVLens %1</b> — a laboratory for KV-cache eviction in transformer language models.</p>"
-              "<p>Qt %2 · LibTorch %3<br/>Model: %4</p>")
-        .arg(QApplication::applicationVersion(), QString::fromLatin1(qVersion()),
-             QString::fromStdString(libtorchVersion()), model.toHtmlEscaped());
-}
-
 void MainWindow::connectController() {
     Controller* c = m_controller;
     connect(m_prompt, &ui::PromptEditor::textEdited, c, &Controller::setPrompt);
@@ -414,42 +377,8 @@ void MainWindow::connectController() {
         m_model->setProgress(percent, stage);
         statusBar()->showMessage(tr("Loading the model: %1 (%2%)").arg(stage).arg(percent));
     });
-    connect(c, &Controller::modelLoaded, this, [this](const ModelSummary& s) {
-        m_model->setSummary(s);
-        // The element size the run uses, from the summary's own KV formula.
-        const uint64_t perElement = kvBytesPerToken(s.layers, s.kvHeads, s.headDim, 1);
-        m_memory->setShape({s.layers, s.heads, s.kvHeads, s.headDim, perElement ? s.kvBytesPerToken / perElement : 4});
-        m_settings.lastModelDir.set(QString::fromStdString(s.directory));
-        auto tok = m_controller->tokenizer();
-        m_metrics->setTokenPieces([tok](const std::vector<int64_t>& ids) {
-            QStringList out;
-            if (!tok) {
-                for (int64_t id : ids) out << QStringLiteral("#%1 ").arg(id);
-                return out;
-            }
-            const std::vector<int32_t> narrow(ids.begin(), ids.end());
-            for (const std::string& piece : tok->decodePieces(narrow)) out << QString::fromStdString(piece);
-            return out;
-        });
-        m_modelText = tr("%1 · %2 · %3/%4")
-                          .arg(QFileInfo(QString::fromStdString(s.directory)).fileName(),
-                               QString::fromStdString(s.family), QString::fromStdString(s.device),
-                               QString::fromStdString(s.dtype));
-        m_modelLabel->setText(m_modelText);
-        m_modelLabel->setToolTip(QString());
-        statusBar()->showMessage(tr("Loaded %1").arg(QString::fromStdString(s.directory)), 5000);
-    });
-    connect(c, &Controller::modelFailed, this, [this](const QString& message) {
-        // The worker keeps the model it had, if any: the views and runs stay on it.
-        const QString inUse =
-            m_controller->modelReady() ? QString::fromStdString(m_controller->model().directory) : QString();
-        m_model->setFailed(message, inUse);
-        statusBar()->showMessage(inUse.isEmpty() ? tr("The model did not load; no model is in use")
-                                                 : tr("The model did not load; still using %1").arg(inUse));
-        auto* box = new QMessageBox(QMessageBox::Critical, tr("Cannot load the model"), message, QMessageBox::Ok, this);
-        box->setAttribute(Qt::WA_DeleteOnClose);
-        box->open();  // not exec(): the window stays live behind it
-    });
+    connect(c, &Controller::modelLoaded, this, &MainWindow::showModel);
+    connect(c, &Controller::modelFailed, this, &MainWindow::showModelFailure);
     connect(c, &Controller::traceShown, this, &MainWindow::showTrace);
     connect(c, &Controller::historyChanged, this, [this](int n) {
         m_transport->setAvailable(n);
@@ -500,6 +429,44 @@ void MainWindow::connectController() {
         box.setDefaultButton(QMessageBox::No);
         return box.exec() == QMessageBox::Yes;
     });
+}
+
+void MainWindow::showModel(const ModelSummary& s) {
+    m_model->setSummary(s);
+    // The element size the run uses, from the summary's own KV formula.
+    const uint64_t perElement = kvBytesPerToken(s.layers, s.kvHeads, s.headDim, 1);
+    m_memory->setShape({s.layers, s.heads, s.kvHeads, s.headDim, perElement ? s.kvBytesPerToken / perElement : 4});
+    m_settings.lastModelDir.set(QString::fromStdString(s.directory));
+    auto tok = m_controller->tokenizer();
+    m_metrics->setTokenPieces([tok](const std::vector<int64_t>& ids) {
+        QStringList out;
+        if (!tok) {
+            for (int64_t id : ids) out << QStringLiteral("#%1 ").arg(id);
+            return out;
+        }
+        const std::vector<int32_t> narrow(ids.begin(), ids.end());
+        for (const std::string& piece : tok->decodePieces(narrow)) out << QString::fromStdString(piece);
+        return out;
+    });
+    m_modelText = tr("%1 · %2 · %3/%4")
+                      .arg(QFileInfo(QString::fromStdString(s.directory)).fileName(),
+                           QString::fromStdString(s.family), QString::fromStdString(s.device),
+                           QString::fromStdString(s.dtype));
+    m_modelLabel->setText(m_modelText);
+    m_modelLabel->setToolTip(QString());
+    statusBar()->showMessage(tr("Loaded %1").arg(QString::fromStdString(s.directory)), 5000);
+}
+
+void MainWindow::showModelFailure(const QString& message) {
+    // The worker keeps the model it had, if any: the views and runs stay on it.
+    const QString inUse =
+        m_controller->modelReady() ? QString::fromStdString(m_controller->model().directory) : QString();
+    m_model->setFailed(message, inUse);
+    statusBar()->showMessage(inUse.isEmpty() ? tr("The model did not load; no model is in use")
+                                             : tr("The model did not load; still using %1").arg(inUse));
+    auto* box = new QMessageBox(QMessageBox::Critical, tr("Cannot load the model"), message, QMessageBox::Ok, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();  // not exec(): the window stays live behind it
 }
 
 QString MainWindow::contextNotice() const { return m_notice->text(); }

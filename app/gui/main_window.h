@@ -112,6 +112,10 @@ private:
     void applyDefaultLayout();
     void buildActions();
     void connectController();
+    // The model panel, memory view, token pieces and status line follow a
+    // loaded model, or say why it did not load.
+    void showModel(const ModelSummary& s);
+    void showModelFailure(const QString& message);
     void connectNeedle();
     void connectSweep();
     void openSweepAsked();
