@@ -228,6 +228,98 @@ int64_t GgufTensorInfo::numel() const {
 
 std::vector<int64_t> GgufTensorInfo::shape() const { return std::vector<int64_t>(dims.rbegin(), dims.rend()); }
 
+namespace {
+
+// One tensor info of the header (name, dimensions, type, offset), checked:
+// unique name, at most kMaxDims dimensions, a known type whose blocks divide
+// the first dimension, element and byte counts within 64 bits.
+GgufTensorInfo readTensorInfo(Reader& r, uint64_t t, std::set<std::string>& names) {
+    GgufTensorInfo info;
+    r.where = "tensor info " + std::to_string(t);
+    info.name = r.string("the tensor name");
+    r.where = "tensor '" + info.name + "'";
+    if (!names.insert(info.name).second) r.fail("the name appears twice: expected each tensor once");
+    const uint32_t nDims = r.u32("the dimension count");
+    if (nDims > kMaxDims)
+        r.fail("has " + std::to_string(nDims) + " dimensions: expected at most " + std::to_string(kMaxDims));
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (uint32_t d = 0; d < nDims; ++d) {
+        const uint64_t n = r.u64("a dimension");
+        if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+            r.fail("dimension " + std::to_string(d) + " is " + std::to_string(n) + ": expected at most 2^63-1");
+        if (n != 0 && numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / n) overflow = true;
+        else numel *= n;
+        info.dims.push_back(static_cast<int64_t>(n));
+    }
+    if (overflow) {
+        std::string dims;
+        for (int64_t d : info.dims) dims += (dims.empty() ? "" : " x ") + std::to_string(d);
+        r.fail("the dimensions " + dims + " overflow a 64-bit element count");
+    }
+    info.type = r.u32("the ggml type");
+    info.offset = r.u64("the data offset");
+    const TypeLayout* layout = layoutOf(info.type);
+    if (!layout)
+        r.fail("unknown ggml " + ggmlTypeName(info.type) + ": expected one of " + typeList(false));
+    const int64_t ne0 = info.dims.empty() ? 1 : info.dims[0];
+    if (ne0 % layout->blockElements != 0)
+        r.fail("the first dimension " + std::to_string(ne0) + " is not a multiple of the " + layout->name +
+               " block size " + std::to_string(layout->blockElements));
+    // numel is a whole number of blocks (ne0 is); the blocks' bytes must fit in 64 bits.
+    const uint64_t blocks = numel / static_cast<uint64_t>(layout->blockElements);
+    if (blocks > std::numeric_limits<uint64_t>::max() / layout->blockBytes)
+        r.fail(std::to_string(numel) + " elements of " + layout->name + " overflow a 64-bit byte count");
+    info.bytes = blocks * layout->blockBytes;
+    return info;
+}
+
+// The data section: the alignment (general.alignment or 32), where the data
+// starts, and every tensor's bytes inside the file, aligned and disjoint.
+void placeTensors(GgufContents& c, uint64_t headerEnd, uint64_t size, const std::string& file) {
+    auto align = c.metadata.find("general.alignment");
+    if (align != c.metadata.end()) {
+        const GgufValue& a = align->second;
+        if (a.type != GgufValue::Type::U32)
+            throw FormatError(file, "metadata key 'general.alignment' is " + ggufValueDescription(a) +
+                                        ": expected a uint32 power of two");
+        if (a.u == 0 || (a.u & (a.u - 1)) != 0)
+            throw FormatError(file, "metadata key 'general.alignment' is " + std::to_string(a.u) +
+                                        ": expected a power of two");
+        c.alignment = a.u;
+    } else {
+        c.alignment = kDefaultAlignment;
+    }
+    // headerEnd <= size, and a mapped buffer is far below 2^64 - 2^31.
+    c.dataOffset = (headerEnd + (c.alignment - 1)) / c.alignment * c.alignment;
+    const uint64_t dataSize = size > c.dataOffset ? size - c.dataOffset : 0;
+
+    for (const auto& t : c.tensors) {
+        const std::string where = "tensor '" + t.name + "'";
+        if (t.offset % c.alignment != 0)
+            throw FormatError(file, where + ": data offset " + std::to_string(t.offset) +
+                                        " is not a multiple of the alignment " + std::to_string(c.alignment));
+        if (t.bytes > dataSize || t.offset > dataSize - t.bytes)
+            throw FormatError(file, where + ": its " + std::to_string(t.bytes) + " bytes at data offset " +
+                                        std::to_string(t.offset) + " (the data section starts at byte " +
+                                        std::to_string(c.dataOffset) + ") run past the end of the file (" +
+                                        std::to_string(size) + " bytes; truncated?)");
+    }
+    std::vector<const GgufTensorInfo*> byOffset;
+    for (const auto& t : c.tensors)
+        if (t.bytes > 0) byOffset.push_back(&t);
+    std::sort(byOffset.begin(), byOffset.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+    for (size_t i = 1; i < byOffset.size(); ++i)
+        if (byOffset[i]->offset < byOffset[i - 1]->offset + byOffset[i - 1]->bytes)
+            throw FormatError(file, "tensors '" + byOffset[i - 1]->name + "' (data offset " +
+                                        std::to_string(byOffset[i - 1]->offset) + ", " +
+                                        std::to_string(byOffset[i - 1]->bytes) + " bytes) and '" +
+                                        byOffset[i]->name + "' (data offset " + std::to_string(byOffset[i]->offset) +
+                                        ") overlap: expected disjoint byte ranges");
+}
+
+}  // namespace
+
 GgufContents GgufFile::parse(const uint8_t* bytes, uint64_t size, const std::string& file) {
     Reader r(bytes, size, file);
     r.where = "the header";
@@ -285,87 +377,10 @@ GgufContents GgufFile::parse(const uint8_t* bytes, uint64_t size, const std::str
                                     std::to_string(r.left()) + " bytes follow the metadata");
     std::set<std::string> names;
     c.tensors.reserve(static_cast<size_t>(tensorCount));
-    for (uint64_t t = 0; t < tensorCount; ++t) {
-        GgufTensorInfo info;
-        r.where = "tensor info " + std::to_string(t);
-        info.name = r.string("the tensor name");
-        r.where = "tensor '" + info.name + "'";
-        if (!names.insert(info.name).second) r.fail("the name appears twice: expected each tensor once");
-        const uint32_t nDims = r.u32("the dimension count");
-        if (nDims > kMaxDims)
-            r.fail("has " + std::to_string(nDims) + " dimensions: expected at most " + std::to_string(kMaxDims));
-        uint64_t numel = 1;
-        bool overflow = false;
-        for (uint32_t d = 0; d < nDims; ++d) {
-            const uint64_t n = r.u64("a dimension");
-            if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-                r.fail("dimension " + std::to_string(d) + " is " + std::to_string(n) + ": expected at most 2^63-1");
-            if (n != 0 && numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / n) overflow = true;
-            else numel *= n;
-            info.dims.push_back(static_cast<int64_t>(n));
-        }
-        if (overflow) {
-            std::string dims;
-            for (int64_t d : info.dims) dims += (dims.empty() ? "" : " x ") + std::to_string(d);
-            r.fail("the dimensions " + dims + " overflow a 64-bit element count");
-        }
-        info.type = r.u32("the ggml type");
-        info.offset = r.u64("the data offset");
-        const TypeLayout* layout = layoutOf(info.type);
-        if (!layout)
-            r.fail("unknown ggml " + ggmlTypeName(info.type) + ": expected one of " + typeList(false));
-        const int64_t ne0 = info.dims.empty() ? 1 : info.dims[0];
-        if (ne0 % layout->blockElements != 0)
-            r.fail("the first dimension " + std::to_string(ne0) + " is not a multiple of the " + layout->name +
-                   " block size " + std::to_string(layout->blockElements));
-        // numel is a whole number of blocks (ne0 is); the blocks' bytes must fit in 64 bits.
-        const uint64_t blocks = numel / static_cast<uint64_t>(layout->blockElements);
-        if (blocks > std::numeric_limits<uint64_t>::max() / layout->blockBytes)
-            r.fail(std::to_string(numel) + " elements of " + layout->name + " overflow a 64-bit byte count");
-        info.bytes = blocks * layout->blockBytes;
-        c.tensors.push_back(std::move(info));
-    }
+    for (uint64_t t = 0; t < tensorCount; ++t) c.tensors.push_back(readTensorInfo(r, t, names));
     const uint64_t headerEnd = r.pos();
 
-    auto align = c.metadata.find("general.alignment");
-    if (align != c.metadata.end()) {
-        const GgufValue& a = align->second;
-        if (a.type != GgufValue::Type::U32)
-            throw FormatError(file, "metadata key 'general.alignment' is " + ggufValueDescription(a) +
-                                        ": expected a uint32 power of two");
-        if (a.u == 0 || (a.u & (a.u - 1)) != 0)
-            throw FormatError(file, "metadata key 'general.alignment' is " + std::to_string(a.u) +
-                                        ": expected a power of two");
-        c.alignment = a.u;
-    } else {
-        c.alignment = kDefaultAlignment;
-    }
-    // headerEnd <= size, and a mapped buffer is far below 2^64 - 2^31.
-    c.dataOffset = (headerEnd + (c.alignment - 1)) / c.alignment * c.alignment;
-    const uint64_t dataSize = size > c.dataOffset ? size - c.dataOffset : 0;
-
-    for (const auto& t : c.tensors) {
-        const std::string where = "tensor '" + t.name + "'";
-        if (t.offset % c.alignment != 0)
-            throw FormatError(file, where + ": data offset " + std::to_string(t.offset) +
-                                        " is not a multiple of the alignment " + std::to_string(c.alignment));
-        if (t.bytes > dataSize || t.offset > dataSize - t.bytes)
-            throw FormatError(file, where + ": its " + std::to_string(t.bytes) + " bytes at data offset " +
-                                        std::to_string(t.offset) + " (the data section starts at byte " +
-                                        std::to_string(c.dataOffset) + ") run past the end of the file (" +
-                                        std::to_string(size) + " bytes; truncated?)");
-    }
-    std::vector<const GgufTensorInfo*> byOffset;
-    for (const auto& t : c.tensors)
-        if (t.bytes > 0) byOffset.push_back(&t);
-    std::sort(byOffset.begin(), byOffset.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
-    for (size_t i = 1; i < byOffset.size(); ++i)
-        if (byOffset[i]->offset < byOffset[i - 1]->offset + byOffset[i - 1]->bytes)
-            throw FormatError(file, "tensors '" + byOffset[i - 1]->name + "' (data offset " +
-                                        std::to_string(byOffset[i - 1]->offset) + ", " +
-                                        std::to_string(byOffset[i - 1]->bytes) + " bytes) and '" +
-                                        byOffset[i]->name + "' (data offset " + std::to_string(byOffset[i]->offset) +
-                                        ") overlap: expected disjoint byte ranges");
+    placeTensors(c, headerEnd, size, file);
     return c;
 }
 
