@@ -185,49 +185,6 @@ bool wantsCapture(const ForwardOptions& o, int64_t layer) {
     return std::find(o.captureLayers.begin(), o.captureLayers.end(), layer) != o.captureLayers.end();
 }
 
-// One run's rows of layer l attend over its cache (one after another under
-// a row observer, each over what the previous row's observer left);
-// captures and observers as its options ask. [n, Hq*D].
-at::Tensor attendRows(const ModelConfig& c, int64_t l, const Model::Segment& seg, int64_t pos0, const at::Tensor& q,
-                      const at::Tensor& k, const at::Tensor& v, ForwardResult& result) {
-    const ForwardOptions& opt = *seg.options;
-    KvCache& cache = *seg.cache;
-    const int64_t n = q.size(1);
-    if (opt.rowObserver) {
-        std::vector<at::Tensor> rowOutputs;
-        for (int64_t i = 0; i < n; ++i) {
-            const at::Tensor qi = q.narrow(1, i, 1), ki = k.narrow(1, i, 1), vi = v.narrow(1, i, 1);
-            AttentionInput in{qi, cache.append(l, ki, vi), at::Tensor(), pos0 + i, c.slidingWindow};
-            if (c.slidingWindow && pos0 + i + 1 > *c.slidingWindow) in.keyPositions = cache.positionTensor(l);
-            at::Tensor probs;
-            const at::Tensor o = attend(in, &probs);  // [Hq, 1, D]
-            opt.rowObserver(l, i, LayerCapture{probs, qi, o, ki, vi});
-            rowOutputs.push_back(o);
-        }
-        return at::cat(rowOutputs, 1).transpose(0, 1).reshape({n, c.numHeads * c.headDim});
-    }
-    AttentionInput in{q, cache.append(l, k, v), at::Tensor(), pos0, c.slidingWindow};
-    if (!opt.band.empty()) in.band = &opt.band.at(static_cast<size_t>(l));
-    if ((c.slidingWindow && pos0 + n > *c.slidingWindow) || in.band) in.keyPositions = cache.positionTensor(l);
-    at::Tensor probs;
-    const bool keep = wantsCapture(opt, l);
-    at::Tensor o = attend(in, keep || opt.observer ? &probs : nullptr);  // [Hq, n, D]
-    if (keep) result.attention[l] = probs;
-    if (opt.observer) opt.observer(l, LayerCapture{probs, q, o, k, v});
-    return o.transpose(0, 1).reshape({n, c.numHeads * c.headDim});
-}
-
-// The layer's MLP on the residual stream x: its increment.
-at::Tensor mlp(const ModelConfig& c, const LayerWeights& lw, const at::Tensor& x) {
-    if (c.family == Family::Gpt2) {
-        const at::Tensor h = at::layer_norm(x, {c.hiddenSize}, lw.mlpNorm, lw.mlpNormBias, c.normEps);
-        const char* approx = c.activation == "gelu" ? "none" : "tanh";
-        return rowLinear(at::gelu(rowLinear(h, lw.wUp, lw.bUp), approx), lw.wDown, lw.bDown);
-    }
-    const at::Tensor h = rmsNorm(x, lw.mlpNorm, c.normEps);
-    return rowLinear(at::silu(rowLinear(h, lw.wGate)) * rowLinear(h, lw.wUp), lw.wDown);
-}
-
 }  // namespace
 
 ForwardResult Model::forward(const std::vector<int64_t>& tokens, KvCache& cache, const ForwardOptions& opt) const {
@@ -330,11 +287,47 @@ std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) 
             if (source == l) sharedKv[static_cast<size_t>(l)] = {ks, vs};
             else std::tie(ks, vs) = sharedKv.at(static_cast<size_t>(source));
         }
-        for (size_t r = 0; r < R; ++r)
-            outputs[r] = attendRows(c, l, segments[r], pos0[r], qs.narrow(1, first[r], count[r]),
-                                    ks.narrow(1, first[r], count[r]), vs.narrow(1, first[r], count[r]), results[r]);
+        for (size_t r = 0; r < R; ++r) {
+            const Segment& seg = segments[r];
+            const ForwardOptions& opt = *seg.options;
+            KvCache& cache = *seg.cache;
+            const int64_t n = count[r];
+            const at::Tensor q = qs.narrow(1, first[r], n), k = ks.narrow(1, first[r], n), v = vs.narrow(1, first[r], n);
+            if (opt.rowObserver) {
+                // Row by row: each attends over the cache the previous row's observer left.
+                std::vector<at::Tensor> rowOutputs;
+                for (int64_t i = 0; i < n; ++i) {
+                    const at::Tensor qi = q.narrow(1, i, 1), ki = k.narrow(1, i, 1), vi = v.narrow(1, i, 1);
+                    AttentionInput in{qi, cache.append(l, ki, vi), at::Tensor(), pos0[r] + i, c.slidingWindow};
+                    if (c.slidingWindow && pos0[r] + i + 1 > *c.slidingWindow) in.keyPositions = cache.positionTensor(l);
+                    at::Tensor probs;
+                    const at::Tensor o = attend(in, &probs);  // [Hq, 1, D]
+                    opt.rowObserver(l, i, LayerCapture{probs, qi, o, ki, vi});
+                    rowOutputs.push_back(o);
+                }
+                outputs[r] = at::cat(rowOutputs, 1).transpose(0, 1).reshape({n, c.numHeads * c.headDim});
+                continue;
+            }
+            AttentionInput in{q, cache.append(l, k, v), at::Tensor(), pos0[r], c.slidingWindow};
+            if (!opt.band.empty()) in.band = &opt.band.at(static_cast<size_t>(l));
+            if ((c.slidingWindow && pos0[r] + n > *c.slidingWindow) || in.band) in.keyPositions = cache.positionTensor(l);
+            at::Tensor probs;
+            const bool keep = wantsCapture(opt, l);
+            at::Tensor o = attend(in, keep || opt.observer ? &probs : nullptr);  // [Hq, n, D]
+            if (keep) results[r].attention[l] = probs;
+            if (opt.observer) opt.observer(l, LayerCapture{probs, q, o, k, v});
+            outputs[r] = o.transpose(0, 1).reshape({n, c.numHeads * c.headDim});
+        }
         x = x + rowLinear(R == 1 ? outputs[0] : at::cat(outputs, 0), lw.wo, lw.bo);
-        x = x + mlp(c, lw, x);
+
+        if (gpt2) {
+            h = at::layer_norm(x, {c.hiddenSize}, lw.mlpNorm, lw.mlpNormBias, c.normEps);
+            const char* approx = c.activation == "gelu" ? "none" : "tanh";
+            x = x + rowLinear(at::gelu(rowLinear(h, lw.wUp, lw.bUp), approx), lw.wDown, lw.bDown);
+        } else {
+            h = rmsNorm(x, lw.mlpNorm, c.normEps);
+            x = x + rowLinear(at::silu(rowLinear(h, lw.wGate)) * rowLinear(h, lw.wUp), lw.wDown);
+        }
     }
     // The head reads only the rows whose logits are wanted (a prompt's last
     // one when lastLogitsOnly: prompts × large vocabularies are big).
