@@ -488,14 +488,14 @@ PolicyConfig fullCacheConfig() { return parsePolicySpec(fullCachePolicy().id); }
 
 bool isFullCache(const std::string& id) { return id == fullCachePolicy().id; }
 
-bool isFullCache(const PolicyConfig& config) { return isFullCache(config.id); }
+bool isFullCache(const PolicyConfig& config) { return config.info().fullCache; }
 
 bool adaptiveHeads(const PolicyConfig& config) { return config.has("heads") && config.text("heads") == "adaptive"; }
 
 bool thresholdSelect(const PolicyConfig& config) { return config.has("select") && config.text("select") == "threshold"; }
 
 bool budgetIsOutcome(const PolicyConfig& config) {
-    return thresholdSelect(config) || (!isFullCache(config) && findPolicy(config.id).budgetFree);
+    return thresholdSelect(config) || config.info().budgetFree;
 }
 
 const PolicyInfo& findPolicy(const std::string& id) {
@@ -613,14 +613,14 @@ const PolicyInfo& PolicyConfig::info() const {
 }
 
 std::string PolicyConfig::spec() const {
-    const std::string& file = findPolicy(id).file;
+    const std::string& file = info().file;
     const std::string l = label();
     return file.empty() ? l : kScriptPrefix + file + l.substr(id.size());
 }
 
 std::string PolicyConfig::label() const {
     std::vector<std::string> changed;
-    for (const auto& p : findPolicy(id).params) {
+    for (const auto& p : info().params) {
         const auto it = values.find(p.name);
         if (it != values.end() && it->second != p.defaultValue) changed.push_back(p.name + "=" + it->second);
     }
