@@ -5,8 +5,8 @@
 # program that runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-scripts/build.sh
+scripts/install-deps.sh --app
+scripts/build.sh --app
 if [[ -x build/app/gui/kvlens && ( -n "${DISPLAY:-}" || -n "${WAYLAND_DISPLAY:-}" ) ]]; then
   exec build/app/gui/kvlens "$@"
 fi

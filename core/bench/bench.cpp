@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "core/error.h"
-#include "core/eval/naive_llama.h"
+#include "core/eval/runc_llama.h"
 #include "core/model/config.h"
 #include "core/model/device_stats.h"
 #include "core/model/model.h"
@@ -24,7 +24,7 @@
 namespace kvlens::bench {
 
 struct BenchModel::Impl {
-    TrainableModel synthetic;      // a synthetic shape's f32 CPU tensors (the naive race reads them)
+    TrainableModel synthetic;      // a synthetic shape's f32 CPU tensors (the reference race reads them)
     std::unique_ptr<Model> loaded; // a directory's model, or the synthetic one on another device/dtype
     std::filesystem::path dir;     // a directory's
     std::string name;
@@ -278,22 +278,25 @@ std::vector<PolicyRow> policyRows(const Model& model, const std::vector<PolicyCo
     return rows;
 }
 
-NaiveRace raceNaive(const BenchModel& bm, const std::vector<int64_t>& tokens, int64_t n) {
-    NaiveRace r;
+ReferenceRace raceReference(const BenchModel& bm, const std::vector<int64_t>& tokens, int64_t n, int threads,
+                            int rounds) {
+    ReferenceRace r;
+    r.threads = threads;
     const Model& model = bm.get();
     const ModelConfig& c = model.config();
     if (c.family == Family::Gpt2 || c.attentionBias || c.qkNorm || c.slidingWindow ||
         c.ropeScaling.type != RopeScaling::Type::None || !c.tieEmbeddings) {
-        r.why = "the naive reference covers tied Llama-layout models without biases, q/k norms or RoPE scaling";
+        r.why = "the C reference covers tied Llama-layout models without biases, q/k norms or RoPE scaling";
         return r;
     }
     if (model.device().type() != at::kCPU) {
-        r.why = "the naive reference runs on the CPU only";
+        r.why = "the C reference runs on the CPU only";
         return r;
     }
     if (n < 2 || static_cast<int64_t>(tokens.size()) < n)
-        throw ArgumentError("bench: the naive race needs at least 2 tokens and at most the " +
+        throw ArgumentError("bench: the reference race needs at least 2 tokens and at most the " +
                             std::to_string(tokens.size()) + " given");
+    if (threads < 1 || rounds < 1) throw ArgumentError("bench: the reference race needs ≥ 1 thread and ≥ 1 round");
     const BenchModel::Impl& impl = bm.impl();
     TrainableModel own;  // f32 CPU weights by HF name (a synthetic model already has them)
     if (!impl.dir.empty()) own = loadTrainable(impl.dir);
@@ -301,7 +304,7 @@ NaiveRace raceNaive(const BenchModel& bm, const std::vector<int64_t>& tokens, in
     std::map<std::string, at::Tensor> w;
     for (const auto& [name, t] : params) w[name] = t.detach().to(at::kFloat).contiguous();
     auto ptr = [&](const std::string& name) { return w.at(name).data_ptr<float>(); };
-    std::vector<naive_llama_layer> layers(static_cast<size_t>(c.numLayers));
+    std::vector<runc_llama_layer> layers(static_cast<size_t>(c.numLayers));
     for (int64_t l = 0; l < c.numLayers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         layers[l] = {ptr(p + "input_layernorm.weight"), ptr(p + "self_attn.q_proj.weight"),
@@ -309,27 +312,41 @@ NaiveRace raceNaive(const BenchModel& bm, const std::vector<int64_t>& tokens, in
                      ptr(p + "self_attn.o_proj.weight"), ptr(p + "post_attention_layernorm.weight"),
                      ptr(p + "mlp.gate_proj.weight"), ptr(p + "mlp.up_proj.weight"), ptr(p + "mlp.down_proj.weight")};
     }
-    naive_llama_model nm{int(c.vocabSize), int(c.hiddenSize), int(c.intermediateSize), int(c.numLayers),
-                         int(c.numHeads), int(c.numKvHeads), int(c.headDim), int(n),
-                         float(c.normEps), float(c.ropeTheta), ptr("model.embed_tokens.weight"), layers.data(),
-                         ptr("model.norm.weight"), ptr("model.embed_tokens.weight")};
-    std::unique_ptr<naive_llama_state, void (*)(naive_llama_state*)> state(naive_llama_new(&nm), naive_llama_free);
-    if (!state) throw std::bad_alloc();
-    const float* naiveLogits = naive_llama_step(state.get(), int(tokens[0]));
-    const double naiveMs = timed(model.device(), [&] {
-        for (int64_t i = 1; i < n; ++i) naiveLogits = naive_llama_step(state.get(), int(tokens[i]));
-    }).wall;
-    PolicyRun full(model, fullCacheConfig(), BudgetSpec{}, 1, CaptureTarget{});
-    full.readPrompt({tokens[0]}, {});
-    const double engineMs = timed(model.device(), [&] {
-        for (int64_t i = 1; i < n; ++i) full.readToken(tokens[i]);
-    }).wall;
-    at::Tensor ref = at::from_blob(const_cast<float*>(naiveLogits), {c.vocabSize}, at::kFloat);
+    const runc_llama_model rm{int(c.vocabSize), int(c.hiddenSize), int(c.intermediateSize), int(c.numLayers),
+                              int(c.numHeads), int(c.numKvHeads), int(c.headDim), int(n),
+                              float(c.normEps), float(c.ropeTheta), ptr("model.embed_tokens.weight"), layers.data(),
+                              ptr("model.norm.weight"), ptr("model.embed_tokens.weight")};
+    // The engine on the same number of threads, restored afterwards.
+    const int engineThreads = at::get_num_threads();
+    at::set_num_threads(threads);
+    std::vector<double> engineTokS, referenceTokS, ratios;
+    for (int round = 0; round < rounds; ++round) {
+        std::unique_ptr<runc_llama_state, void (*)(runc_llama_state*)> state(runc_llama_new(&rm, threads),
+                                                                             runc_llama_free);
+        if (!state) throw std::bad_alloc();
+        const float* referenceLogits = runc_llama_step(state.get(), int(tokens[0]));
+        const double referenceMs = timed(model.device(), [&] {
+            for (int64_t i = 1; i < n; ++i) referenceLogits = runc_llama_step(state.get(), int(tokens[i]));
+        }).wall;
+        PolicyRun full(model, fullCacheConfig(), BudgetSpec{}, n, CaptureTarget{});
+        full.readPrompt({tokens[0]}, {});
+        const double engineMs = timed(model.device(), [&] {
+            for (int64_t i = 1; i < n; ++i) full.readToken(tokens[i]);
+        }).wall;
+        engineTokS.push_back(double(n - 1) / (engineMs / 1e3));
+        referenceTokS.push_back(double(n - 1) / (referenceMs / 1e3));
+        ratios.push_back(referenceMs / engineMs);
+        const at::Tensor ref = at::from_blob(const_cast<float*>(referenceLogits), {c.vocabSize}, at::kFloat);
+        r.maxLogitDiff = std::max(r.maxLogitDiff, (full.logits().to(at::kFloat).cpu() - ref).abs().max().item<double>());
+    }
+    at::set_num_threads(engineThreads);
     r.ran = true;
     r.tokens = n - 1;
-    r.engineTokS = double(n - 1) / (engineMs / 1e3);
-    r.naiveTokS = double(n - 1) / (naiveMs / 1e3);
-    r.maxLogitDiff = (full.logits().to(at::kFloat).cpu() - ref).abs().max().item<double>();
+    r.engineTokS = median(engineTokS);
+    r.referenceTokS = median(referenceTokS);
+    r.ratio = median(ratios);
+    r.ratioLow = *std::min_element(ratios.begin(), ratios.end());
+    r.ratioHigh = *std::max_element(ratios.begin(), ratios.end());
     return r;
 }
 

@@ -5,8 +5,8 @@
 //
 // - timePair: a policy's decode step against a full-cache step at the same
 //   context, interleaved in one run so that both see the same machine state.
-// - raceNaive: the engine's decode against core/eval/naive_llama.c (plain
-//   loops) on the same weights and tokens.
+// - raceReference: the engine's decode against core/eval/runc_llama.c (run.c's
+//   `runomp` build) on the same weights, tokens and threads.
 // - lockstep: the GUI's Session (full + streaming, h2o, tova, snapkv,
 //   pyramidkv at 25 %) from scratch and after edits; its decode step against
 //   the full cache's alone; minor page faults per step.
@@ -112,14 +112,21 @@ std::vector<PolicyRow> policyRows(const Model& model, const std::vector<PolicyCo
                                   int64_t context, int64_t steps,
                                   const std::function<void(const PolicyRow&)>& onRow = {}, int64_t generated = 256);
 
-// The engine's decode against the naive C reference from position 0.
-struct NaiveRace {
+// The engine's decode against core/eval/runc_llama.c (run.c's `runomp` build)
+// from position 0, both on `threads` threads, in `rounds` pairs run in turn
+// on fresh caches: throughput medians, and the engine's speed-up per pair
+// (reference time / engine time) as median, min and max.
+struct ReferenceRace {
     bool ran = false;
     std::string why;  // when it did not run
+    int threads = 1;
     int64_t tokens = 0;
-    double engineTokS = 0, naiveTokS = 0, maxLogitDiff = 0;
+    double engineTokS = 0, referenceTokS = 0;
+    double ratio = 0, ratioLow = 0, ratioHigh = 0;
+    double maxLogitDiff = 0;  // the largest over the rounds' last logits
 };
-NaiveRace raceNaive(const BenchModel& model, const std::vector<int64_t>& tokens, int64_t n);
+ReferenceRace raceReference(const BenchModel& model, const std::vector<int64_t>& tokens, int64_t n, int threads,
+                            int rounds = 3);
 
 // What the GUI does after an edit: a new Session (full + the policies) reads
 // the prompt and publishes the first Trace. Median of `reps` wall times, ms.

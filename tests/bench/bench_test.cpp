@@ -1,6 +1,7 @@
 // core/bench: the reports `kvlens-cli bench` prints, on the bundled model
 // (small contexts and few steps: these test what the numbers mean, not
 // how fast the machine is).
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,15 +19,22 @@ const BenchModel& bundled() {
     return model;
 }
 
-TEST(Bench, TheNaiveReferenceComputesTheEnginesLogits) {
+TEST(Bench, TheCReferenceComputesTheEnginesLogitsOnOneAndTwoThreads) {
     const auto tokens = randomTokens(bundled().get(), 1, 48);
-    const NaiveRace race = raceNaive(bundled(), tokens, 48);
-    ASSERT_TRUE(race.ran) << race.why;
-    EXPECT_EQ(race.tokens, 47);
-    EXPECT_GT(race.engineTokS, 0);
-    EXPECT_GT(race.naiveTokS, 0);
-    // Two independent forwards of the same weights: f32 rounding apart.
-    EXPECT_LT(race.maxLogitDiff, 1e-3);
+    const int engineThreads = at::get_num_threads();
+    for (int threads : {1, 2}) {
+        const ReferenceRace race = raceReference(bundled(), tokens, 48, threads, 2);
+        ASSERT_TRUE(race.ran) << race.why;
+        EXPECT_EQ(race.threads, threads);
+        EXPECT_EQ(race.tokens, 47);
+        EXPECT_GT(race.engineTokS, 0);
+        EXPECT_GT(race.referenceTokS, 0);
+        EXPECT_LE(race.ratioLow, race.ratio);
+        EXPECT_LE(race.ratio, race.ratioHigh);
+        // Two independent forwards of the same weights: f32 rounding apart.
+        EXPECT_LT(race.maxLogitDiff, 1e-3);
+        EXPECT_EQ(at::get_num_threads(), engineThreads) << "the race gives the engine its threads back";
+    }
 }
 
 TEST(Bench, APairedRowTimesBothAndStatesItsBudget) {
@@ -60,6 +68,28 @@ TEST(Bench, APairedRowTimesBothAndStatesItsBudget) {
         EXPECT_LE(r.timed.ratio, r.timed.ratioHigh);
         EXPECT_EQ(r.failed, r.target.rfind("FAIL", 0) == 0);
     }
+}
+
+// The KV column is the bytes the policy's cache holds, whatever decided them:
+// CAKE's per-layer budgets add up to the budget; DuoAttention keeps by its
+// heads' roles, so what it holds does not move with the budget; a threshold
+// run holds what its scores earn, which the budget does not fix either.
+TEST(Bench, TheKvShareIsWhatTheCacheHolds) {
+    const int64_t context = 96, steps = 2;
+    const auto tokens = randomTokens(bundled().get(), 4, context + steps + 2);
+    const std::vector<BudgetCase> budgets{{"25%", parseBudget("25%")}, {"50%", parseBudget("50%")}};
+    const auto rows = policyRows(bundled().get(),
+                                 {parsePolicySpec("cake"), parsePolicySpec("duo:sinks=4,recent=16"),
+                                  parsePolicySpec("knorm:select=threshold,threshold=-4")},
+                                 budgets, tokens, context, steps);
+    ASSERT_EQ(rows.size(), 6u);
+    EXPECT_NEAR(rows[0].timed.kvShare, 0.25, 0.06) << "cake at 25%";
+    EXPECT_NEAR(rows[1].timed.kvShare, 0.50, 0.06) << "cake at 50%";
+    EXPECT_LT(rows[2].timed.kvShare, 1.0);
+    EXPECT_DOUBLE_EQ(rows[2].timed.kvShare, rows[3].timed.kvShare) << "duo holds by its heads' roles";
+    EXPECT_LT(rows[4].timed.kvShare, 1.0);
+    EXPECT_GT(rows[4].timed.kvShare, 0.0);
+    EXPECT_DOUBLE_EQ(rows[4].timed.kvShare, rows[5].timed.kvShare) << "a threshold run holds what its scores earn";
 }
 
 TEST(Bench, TheLockstepReportSaysWhatEachEditReused) {
