@@ -10,6 +10,15 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+// A host loop compiled for AVX-512 and AVX2+FMA as well as the baseline,
+// the CPU's best chosen at load time: the build targets plain x86-64, whose
+// SSE2 code runs such loops at 4 floats a time.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define KVLENS_HOST_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define KVLENS_HOST_CLONES
+#endif
+
 namespace kvlens {
 
 // False when KVLENS_DEVICE_PATHS is set to anything but "" or "0", or after

@@ -12,16 +12,34 @@
 #include "core/model/model_impl.h"
 #include "core/model/row_linear.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define KVLENS_HOST_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define KVLENS_HOST_CLONES
-#endif
-
 namespace kvlens {
 namespace {
 
+// out[r] = w * x[r] / sqrt(mean(x[r]^2) + eps), the sum of squares in double.
+KVLENS_HOST_CLONES void hostRmsNorm(const float* x, const float* w, int64_t rows, int64_t E, float eps, float* out) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * E;
+        double squares = 0;
+        #pragma omp simd reduction(+ : squares)
+        for (int64_t i = 0; i < E; ++i) squares += double(xr[i]) * xr[i];
+        const float scale = static_cast<float>(1.0 / std::sqrt(squares / double(E) + eps));
+        float* o = out + r * E;
+        #pragma omp simd
+        for (int64_t i = 0; i < E; ++i) o[i] = w[i] * (xr[i] * scale);
+    }
+}
+
 at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+    // A decode step's six small ATen ops per norm, 60 per layer with the
+    // rotation's, cost a real-size model's step as much as its attention:
+    // on CPU f32 one host loop instead.
+    if (onHostF32(x) && x.is_contiguous() && weight.scalar_type() == at::kFloat && weight.is_contiguous()) {
+        at::Tensor out = at::empty_like(x);
+        const int64_t E = x.size(-1);
+        hostRmsNorm(x.data_ptr<float>(), weight.data_ptr<float>(), x.numel() / E, E, static_cast<float>(eps),
+                    out.data_ptr<float>());
+        return out;
+    }
     // HF: normalise in fp32, cast back, then scale.
     at::Tensor xf = x.to(at::kFloat);
     at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
@@ -261,11 +279,14 @@ std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) 
         const int64_t source = kvSourceLayer(l);
         // Every run's rows at once: projections, q/k norms and rotation are
         // row by row, so each row's values are those of its run alone.
-        at::Tensor qs = splitHeads(rowLinear(h, lw.wq, lw.bq), c.numHeads, c.headDim);   // [Hq, rows, D]
-        at::Tensor ks, vs;                                                                // [Hkv, rows, D]
+        at::Tensor qs, ks, vs;  // [Hq, rows, D], [Hkv, rows, D] x2
         if (source == l) {
-            ks = splitHeads(rowLinear(h, lw.wk, lw.bk), c.numKvHeads, c.headDim);
-            vs = splitHeads(rowLinear(h, lw.wv, lw.bv), c.numKvHeads, c.headDim);
+            const auto qkv = rowLinears(h, {{lw.wq, lw.bq}, {lw.wk, lw.bk}, {lw.wv, lw.bv}});
+            ks = splitHeads(qkv[1], c.numKvHeads, c.headDim);
+            vs = splitHeads(qkv[2], c.numKvHeads, c.headDim);
+            qs = splitHeads(qkv[0], c.numHeads, c.headDim);
+        } else {
+            qs = splitHeads(rowLinear(h, lw.wq, lw.bq), c.numHeads, c.headDim);
         }
         if (c.qkNorm) {
             qs = rmsNorm(qs, lw.qNorm, c.normEps);
@@ -326,7 +347,9 @@ std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) 
             x = x + rowLinear(at::gelu(rowLinear(h, lw.wUp, lw.bUp), approx), lw.wDown, lw.bDown);
         } else {
             h = rmsNorm(x, lw.mlpNorm, c.normEps);
-            x = x + rowLinear(at::silu(rowLinear(h, lw.wGate)) * rowLinear(h, lw.wUp), lw.wDown);
+            const at::Tensor noBias;
+            const auto gateUp = rowLinears(h, {{lw.wGate, noBias}, {lw.wUp, noBias}});
+            x = x + rowLinear(at::silu(gateUp[0]) * gateUp[1], lw.wDown);
         }
     }
     // The head reads only the rows whose logits are wanted (a prompt's last

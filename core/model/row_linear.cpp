@@ -131,19 +131,33 @@ Simd simdLevel() {
 
 }  // namespace
 
-at::Tensor rowLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-    const bool streamed = simdLevel() != Simd::None && x.dim() == 2 && x.size(0) >= 1 &&
-                          x.size(0) <= kStreamedRowsTotal && onHostF32(x) &&
-                          w.scalar_type() == at::kFloat && w.dim() == 2 && w.is_contiguous() && x.size(1) == w.size(1) &&
-                          !(at::GradMode::is_enabled() &&  // training: autograd's linear
-                            (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad())));
-    if (!streamed) return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+std::vector<at::Tensor> rowLinears(const at::Tensor& x, const std::vector<Projection>& ps) {
+    const bool training = at::GradMode::is_enabled() && x.requires_grad();
+    bool streamed = simdLevel() != Simd::None && x.dim() == 2 && x.size(0) >= 1 &&
+                    x.size(0) <= kStreamedRowsTotal && onHostF32(x) && !training;
+    for (const Projection& p : ps)
+        streamed = streamed && p.w.scalar_type() == at::kFloat && p.w.dim() == 2 && p.w.is_contiguous() &&
+                   x.size(1) == p.w.size(1) &&
+                   !(at::GradMode::is_enabled() && (p.w.requires_grad() || (p.b.defined() && p.b.requires_grad())));
+    std::vector<at::Tensor> outs;
+    if (!streamed) {  // autograd's (training) or OpenBLAS's linear
+        for (const Projection& p : ps) outs.push_back(p.b.defined() ? at::linear(x, p.w, p.b) : at::linear(x, p.w));
+        return outs;
+    }
     const at::Tensor xc = x.contiguous();
-    const int64_t rows = xc.size(0), in = xc.size(1), outs = w.size(0);
-    at::Tensor out = at::empty({rows, outs}, xc.options());
+    const int64_t rows = xc.size(0), in = xc.size(1);
+    // The weights' rows one after another: [first[i], first[i + 1]) are ps[i]'s.
+    std::vector<int64_t> first{0};
+    std::vector<const float*> weights;
+    std::vector<float*> results;
+    for (const Projection& p : ps) {
+        outs.push_back(at::empty({rows, p.w.size(0)}, xc.options()));
+        first.push_back(first.back() + p.w.size(0));
+        weights.push_back(p.w.data_ptr<float>());
+        results.push_back(outs.back().data_ptr<float>());
+    }
     const bool avx512 = simdLevel() == Simd::Avx512;
-    const float *xp = xc.data_ptr<float>(), *wp = w.data_ptr<float>();
-    float* op = out.data_ptr<float>();
+    const float* xp = xc.data_ptr<float>();
     // Tasks of about 64 KiB of weights.
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in));
     // Rows in groups of at most kStreamedRowsMax, each a pass over the
@@ -151,12 +165,24 @@ at::Tensor rowLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
     for (int64_t r0 = 0; r0 < rows; r0 += kStreamedRowsMax) {
         const int64_t n = std::min(kStreamedRowsMax, rows - r0);
         const Block block = blockFor(n, avx512, std::make_integer_sequence<int, kStreamedRowsMax>{});
-        at::parallel_for(0, outs, grain, [&](int64_t begin, int64_t end) {
-            block(xp + r0 * in, wp, op + r0 * outs, in, outs, begin, end);
+        // One parallel region for every projection: a sleeping thread is
+        // woken once for q, k and v (or gate and up), not three times.
+        at::parallel_for(0, first.back(), grain, [&](int64_t begin, int64_t end) {
+            for (size_t i = 0; i < ps.size(); ++i) {
+                const int64_t b = std::max(begin, first[i]), e = std::min(end, first[i + 1]);
+                if (b >= e) continue;
+                const int64_t outsI = first[i + 1] - first[i];
+                block(xp + r0 * in, weights[i], results[i] + r0 * outsI, in, outsI, b - first[i], e - first[i]);
+            }
         });
     }
-    if (b.defined()) out.add_(b);
-    return out;
+    for (size_t i = 0; i < ps.size(); ++i)
+        if (ps[i].b.defined()) outs[i].add_(ps[i].b);
+    return outs;
+}
+
+at::Tensor rowLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+    return std::move(rowLinears(x, {Projection{w, b}}).front());
 }
 
 }  // namespace kvlens

@@ -9,6 +9,8 @@
 // variant (to measure them). Internal to core.
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 namespace kvlens {
 
 // Rows one pass over the weights serves (measured: docs/performance.md),
@@ -21,5 +23,13 @@ constexpr int64_t kStreamedRowsMax = 8;
 constexpr int64_t kStreamedRowsTotal = 32;
 
 at::Tensor rowLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = at::Tensor());
+
+// Several projections of the same input (q, k and v; gate and up) in one
+// pass of threads: the results of rowLinear(x, p.w, p.b) for each p.
+struct Projection {
+    const at::Tensor& w;
+    const at::Tensor& b;
+};
+std::vector<at::Tensor> rowLinears(const at::Tensor& x, const std::vector<Projection>& ps);
 
 }  // namespace kvlens
