@@ -251,9 +251,12 @@ void refreshSection(QuickReport& q, const Model& model, const std::vector<int64_
 }
 
 // Targets of the lockstep refresh (ms; 0: reported only): from scratch, after
-// a budget edit, after an appended sentence.
+// a budget edit, after an appended sentence; and of its decode step against
+// the full cache's alone (0: reported only: on the bundled model a step is
+// per-op overhead, which six runs multiply while the weights they share
+// are read once; docs/performance.md).
 struct RefreshTargets {
-    double scratch = 0, budgetEdit = 0, append = 0;
+    double scratch = 0, budgetEdit = 0, append = 0, stepRatio = 0;
 };
 
 // The lockstep Session (issue 17): full + 5 policies at 25 % on 512 tokens
@@ -281,11 +284,14 @@ void lockstepSection(QuickReport& q, const bench::BenchModel& bm, const std::vec
     refreshLine("a budget edit (25% <-> 20%)", r.budgetEdit, target.budgetEdit);
     refreshLine("a parameter edit (snapkv window)", r.parameterEdit, 0);
     refreshLine("appending 12 tokens", r.append, target.append);
-    const char* ratioVerdict = q.verdict(r.ratio <= 2.0);
+    char ratioText[64] = "(reported: the target is for SmolLM2's size)";
+    if (target.stepRatio > 0)
+        std::snprintf(ratioText, sizeof ratioText, "%s <= %.1fx", q.verdict(r.ratio <= target.stepRatio),
+                      target.stepRatio);
     const char* faultsVerdict = q.verdict(r.faultsPerStep <= 50);
-    q.line("  decode step (mean over the steps): %.2f ms vs full cache alone %.2f ms: %.2fx  %s <= 2.0x\n"
+    q.line("  decode step (mean over the steps): %.2f ms vs full cache alone %.2f ms: %.2fx  %s\n"
            "  minor page faults per decode step: %.1f  %s <= 50\n",
-           r.lockstepStepMs, r.fullStepMs, r.ratio, ratioVerdict, r.faultsPerStep, faultsVerdict);
+           r.lockstepStepMs, r.fullStepMs, r.ratio, ratioText, r.faultsPerStep, faultsVerdict);
     auto refreshJson = [](const bench::Refresh& f) {
         return nlohmann::json{{"ms", f.ms}, {"first_trace_ms", f.firstMs}, {"reuse", f.reuse}};
     };
@@ -331,12 +337,12 @@ void runQuick(const BenchArgs& a) {
     referenceSection(q, loaded, tokens, std::min<int64_t>(256, maxContext), !a.model.model.empty(), "reference");
     overheadSection(q, loaded, tokens, cpuRun, a.seed);
     refreshSection(q, model, tokens);
-    lockstepSection(q, loaded, tokens, RefreshTargets{100, 0, 0}, "lockstep");
+    lockstepSection(q, loaded, tokens, RefreshTargets{100, 0, 0, a.model.model.empty() ? 0.0 : 2.0}, "lockstep");
     if (!a.synthetic.empty()) {  // a real shape with random weights
         const bench::BenchModel real = bench::BenchModel::synthetic(a.synthetic, a.seed, cpuRun);
         const std::vector<int64_t> realTokens = bench::randomTokens(real.get(), a.seed, 600);
         referenceSection(q, real, realTokens, 128, true, "real_reference");
-        lockstepSection(q, real, realTokens, RefreshTargets{6000, 1500, 2000}, "real_lockstep");
+        lockstepSection(q, real, realTokens, RefreshTargets{6000, 1500, 2000, 2.0}, "real_lockstep");
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     q.out["failures"] = q.failures;

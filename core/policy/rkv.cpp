@@ -14,9 +14,11 @@
 // column 0; here fp32, and such a row is left whole.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
+#include "core/host_paths.h"
 #include "core/policy/attention.h"
 #include "core/policy/factory.h"
 #include "core/policy/scorer.h"
@@ -25,14 +27,60 @@
 namespace kvlens {
 namespace {
 
-// Redundancy of n keys [n, D] -> [n] (see above). The similarity matrix
-// is one product; its column sums, less each row's newest duplicate, are one
-// pass over it on the host (no n x n masks or index tensors: at 2,000 keys
-// those were most of R-KV's prompt work).
+// On the host, for unit keys u [n, D]: cols[j] = Σ_i u_i·u_j less the
+// diagonal and less each row's newest key more than 0.5 alike. The column
+// sums are one product with Σ_i u_i (O(n·D)); a row's newest duplicate is
+// found by walking back from the newest key, which stops at once where
+// keys are alike (a real model's usually are) and costs the n x n
+// similarities only where none is. The similarity matrix itself (16 MB at
+// 2,000 keys, its product most of R-KV's prompt work) is never formed.
+KVLENS_HOST_CLONES void redundancyColumns(const float* u, int64_t n, int64_t D, double* cols) {
+    std::vector<double> total(static_cast<size_t>(D), 0.0);
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t d = 0; d < D; ++d) total[static_cast<size_t>(d)] += u[i * D + d];
+    auto dot = [&](int64_t i, int64_t j) {
+        float s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t d = 0; d < D; ++d) s += u[i * D + d] * u[j * D + d];
+        return s;
+    };
+    for (int64_t j = 0; j < n; ++j) {
+        double c = 0;
+        for (int64_t d = 0; d < D; ++d) c += total[static_cast<size_t>(d)] * u[j * D + d];
+        cols[j] = c - dot(j, j);  // the diagonal
+    }
+    // Each row walks back over blocks of keys, its similarities to a block
+    // computed across the block (the keys transposed: no horizontal sums).
+    constexpr int64_t kBlock = 64;
+    std::vector<float> keysByDim(static_cast<size_t>(n * D));
+    for (int64_t j = 0; j < n; ++j)
+        for (int64_t d = 0; d < D; ++d) keysByDim[static_cast<size_t>(d * n + j)] = u[j * D + d];
+    float sims[kBlock];
+    for (int64_t i = 0; i < n; ++i) {
+        bool found = false;
+        for (int64_t hi = n; hi > 0 && !found; hi -= kBlock) {
+            const int64_t lo = std::max<int64_t>(0, hi - kBlock), len = hi - lo;
+            std::fill(sims, sims + len, 0.0f);
+            for (int64_t d = 0; d < D; ++d) {
+                const float ud = u[i * D + d];
+                const float* col = keysByDim.data() + d * n + lo;
+#pragma omp simd
+                for (int64_t j = 0; j < len; ++j) sims[j] += ud * col[j];
+            }
+            for (int64_t j = len - 1; j >= 0 && !found; --j)
+                if (lo + j != i && sims[j] > 0.5f) {
+                    cols[lo + j] -= sims[j];
+                    found = true;
+                }
+        }
+    }
+}
+
+// Redundancy of n keys [n, D] -> [n] (see above).
 at::Tensor redundancy(const at::Tensor& keys) {
     const int64_t n = keys.size(0);
     const at::Tensor unit = keys / (at::norm(keys, 2, {-1}, /*keepdim=*/true) + 1e-8);
-    if (!keys.is_cpu()) {  // on a device: tensor ops there, rather than the matrix copied to the host
+    if (!onHostF32(unit)) {  // on a device: tensor ops there, rather than the keys copied to the host
         at::Tensor sim = at::matmul(unit, unit.t());  // [n, n]
         sim.fill_diagonal_(0);
         const at::Tensor cols = at::arange(n, keys.options().dtype(at::kLong)).expand({n, n});
@@ -40,19 +88,9 @@ at::Tensor redundancy(const at::Tensor& keys) {
         sim = sim.masked_fill(cols == last, 0);  // last = -1 matches no column
         return (sim.sum(0) / static_cast<double>(n)).softmax(-1);
     }
-    const at::Tensor sim = at::matmul(unit, unit.t()).contiguous();  // [n, n] fp32 on the host
-    const float* s = sim.data_ptr<float>();
-    std::vector<double> cols(static_cast<size_t>(n), 0.0);
-    for (int64_t i = 0; i < n; ++i) {
-        const float* row = s + i * n;
-        int64_t last = n - 1;  // the newest key more than 0.5 alike (the diagonal is not one)
-        while (last >= 0 && (last == i || !(row[last] > 0.5f))) --last;
-        double* c = cols.data();
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) c[j] += row[j];
-        c[i] -= row[i];  // the diagonal
-        if (last >= 0) c[last] -= row[last];
-    }
+    const at::Tensor u = unit.contiguous();
+    std::vector<double> cols(static_cast<size_t>(n));
+    redundancyColumns(u.data_ptr<float>(), n, u.size(1), cols.data());
     at::Tensor mean = at::empty({n}, at::TensorOptions().dtype(at::kFloat));
     float* m = mean.data_ptr<float>();
     for (int64_t j = 0; j < n; ++j) m[j] = static_cast<float>(cols[static_cast<size_t>(j)] / static_cast<double>(n));
