@@ -46,7 +46,7 @@ RUNC_KERNEL static void matvec_rows(float *out, const float *w, const float *x, 
 static void matvec(const runc_llama_state *s, float *out, const float *w, const float *x, int rows, int cols)
 {
     const int threads = s->threads;
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads)
     for (int t = 0; t < threads; ++t)
         matvec_rows(out, w, x, (int)((long)rows * t / threads), (int)((long)rows * (t + 1) / threads), cols);
 }
@@ -149,7 +149,7 @@ const float *runc_llama_step(runc_llama_state *s, int token)
         float *kc = s->key_cache + (size_t)l * m->max_seq * KD, *vc = s->value_cache + (size_t)l * m->max_seq * KD;
         memcpy(kc + (size_t)pos * KD, s->k, (size_t)KD * sizeof(float));
         memcpy(vc + (size_t)pos * KD, s->v, (size_t)KD * sizeof(float));
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads)
         for (int h = 0; h < H; ++h) {
             const size_t kv = (size_t)(h / group) * D;
             attend_head(s->o + (size_t)h * D, s->att + (size_t)h * m->max_seq, s->q + (size_t)h * D, kc + kv, vc + kv,

@@ -2,6 +2,7 @@
 // qwen2, qwen3 differ only in flags) and one for GPT-2, sharing attention
 // over the KvCache.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 #include <tuple>
@@ -33,7 +34,8 @@ at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
     // A decode step's six small ATen ops per norm, 60 per layer with the
     // rotation's, cost a real-size model's step as much as its attention:
     // on CPU f32 one host loop instead.
-    if (onHostF32(x) && x.is_contiguous() && weight.scalar_type() == at::kFloat && weight.is_contiguous()) {
+    if (onHostF32(x) && x.is_contiguous() && weight.scalar_type() == at::kFloat && weight.is_contiguous() &&
+        !(at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad()))) {  // training: autograd's
         at::Tensor out = at::empty_like(x);
         const int64_t E = x.size(-1);
         hostRmsNorm(x.data_ptr<float>(), weight.data_ptr<float>(), x.numel() / E, E, static_cast<float>(eps),
@@ -197,6 +199,32 @@ at::Tensor attend(const AttentionInput& in, at::Tensor* probsOut) {
     return at::matmul(probs.to(in.kv.v.scalar_type()), in.kv.v).view({Hq, n, D});
 }
 
+struct Projected {
+    at::Tensor q, k, v;  // [Hq, rows, D], [Hkv, rows, D] x2 (k, v undefined when the layer reads another's)
+};
+
+// A layer's projections of every row, q, k and v in one pass of threads.
+Projected project(const ModelConfig& c, const LayerWeights& lw, const at::Tensor& h, bool ownKv) {
+    if (!ownKv) return {splitHeads(rowLinear(h, lw.wq, lw.bq), c.numHeads, c.headDim), {}, {}};
+    const auto qkv = rowLinears(h, {{lw.wq, lw.bq}, {lw.wk, lw.bk}, {lw.wv, lw.bv}});
+    return {splitHeads(qkv[0], c.numHeads, c.headDim), splitHeads(qkv[1], c.numKvHeads, c.headDim),
+            splitHeads(qkv[2], c.numKvHeads, c.headDim)};
+}
+
+// A layer's MLP on x, its norm included: GPT-2's GELU or the gated SiLU
+// (gate and up in one pass of threads).
+at::Tensor mlp(const ModelConfig& c, const LayerWeights& lw, const at::Tensor& x) {
+    if (c.family == Family::Gpt2) {
+        const at::Tensor h = at::layer_norm(x, {c.hiddenSize}, lw.mlpNorm, lw.mlpNormBias, c.normEps);
+        const char* approx = c.activation == "gelu" ? "none" : "tanh";
+        return rowLinear(at::gelu(rowLinear(h, lw.wUp, lw.bUp), approx), lw.wDown, lw.bDown);
+    }
+    const at::Tensor h = rmsNorm(x, lw.mlpNorm, c.normEps);
+    const at::Tensor noBias;
+    const auto gateUp = rowLinears(h, {{lw.wGate, noBias}, {lw.wUp, noBias}});
+    return rowLinear(at::silu(gateUp[0]) * gateUp[1], lw.wDown);
+}
+
 bool wantsCapture(const ForwardOptions& o, int64_t layer) {
     if (!o.captureAttention) return false;
     if (o.captureLayers.empty()) return true;
@@ -279,15 +307,7 @@ std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) 
         const int64_t source = kvSourceLayer(l);
         // Every run's rows at once: projections, q/k norms and rotation are
         // row by row, so each row's values are those of its run alone.
-        at::Tensor qs, ks, vs;  // [Hq, rows, D], [Hkv, rows, D] x2
-        if (source == l) {
-            const auto qkv = rowLinears(h, {{lw.wq, lw.bq}, {lw.wk, lw.bk}, {lw.wv, lw.bv}});
-            ks = splitHeads(qkv[1], c.numKvHeads, c.headDim);
-            vs = splitHeads(qkv[2], c.numKvHeads, c.headDim);
-            qs = splitHeads(qkv[0], c.numHeads, c.headDim);
-        } else {
-            qs = splitHeads(rowLinear(h, lw.wq, lw.bq), c.numHeads, c.headDim);
-        }
+        auto [qs, ks, vs] = project(c, lw, h, source == l);
         if (c.qkNorm) {
             qs = rmsNorm(qs, lw.qNorm, c.normEps);
             if (source == l) ks = rmsNorm(ks, lw.kNorm, c.normEps);
@@ -341,16 +361,7 @@ std::vector<ForwardResult> Model::forward(const std::vector<Segment>& segments) 
         }
         x = x + rowLinear(R == 1 ? outputs[0] : at::cat(outputs, 0), lw.wo, lw.bo);
 
-        if (gpt2) {
-            h = at::layer_norm(x, {c.hiddenSize}, lw.mlpNorm, lw.mlpNormBias, c.normEps);
-            const char* approx = c.activation == "gelu" ? "none" : "tanh";
-            x = x + rowLinear(at::gelu(rowLinear(h, lw.wUp, lw.bUp), approx), lw.wDown, lw.bDown);
-        } else {
-            h = rmsNorm(x, lw.mlpNorm, c.normEps);
-            const at::Tensor noBias;
-            const auto gateUp = rowLinears(h, {{lw.wGate, noBias}, {lw.wUp, noBias}});
-            x = x + rowLinear(at::silu(gateUp[0]) * gateUp[1], lw.wDown);
-        }
+        x = x + mlp(c, lw, x);
     }
     // The head reads only the rows whose logits are wanted (a prompt's last
     // one when lastLogitsOnly: prompts × large vocabularies are big).

@@ -1,6 +1,7 @@
 #include "core/model/rope.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 
@@ -81,7 +82,7 @@ at::Tensor Rope::apply(const at::Tensor& x, const Angles& a) {
     // rmsNorm in forward.cpp): the angles of every row, shared by the heads.
     if (onHostF32(x) && x.dim() == 3 && x.stride(2) == 1 && a.cos.dim() == 2 && a.cos.is_contiguous() &&
         a.sin.is_contiguous() && a.cos.scalar_type() == at::kFloat && a.cos.size(0) == x.size(1) &&
-        a.cos.size(1) == x.size(2)) {
+        a.cos.size(1) == x.size(2) && !(at::GradMode::is_enabled() && x.requires_grad())) {  // training: autograd's
         at::Tensor out = at::empty({x.size(0), x.size(1), x.size(2)}, x.options());
         hostRotate(x.data_ptr<float>(), x.size(0), x.size(1), x.size(2), x.stride(0), x.stride(1),
                    a.cos.data_ptr<float>(), a.sin.data_ptr<float>(), out.data_ptr<float>());
