@@ -6,30 +6,9 @@
 #include <cmath>
 
 #include "core/host_paths.h"
+#include "core/model/host_rows.h"
 
 namespace kvlens {
-namespace {
-
-// out[h, i] = x[h, i] * cos[i] + rotate_half(x[h, i]) * sin[i] for x of
-// [H, n, D] with rows of D contiguous floats (strides xs0, xs1) and the
-// angles [n, D] contiguous; out contiguous.
-KVLENS_HOST_CLONES void hostRotate(const float* x, int64_t H, int64_t n, int64_t D, int64_t xs0, int64_t xs1,
-                                   const float* cs, const float* sn, float* out) {
-    const int64_t half = D / 2;
-    for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < n; ++i) {
-            const float* xr = x + h * xs0 + i * xs1;
-            const float* c = cs + i * D;
-            const float* s = sn + i * D;
-            float* o = out + (h * n + i) * D;
-            #pragma omp simd
-            for (int64_t d = 0; d < half; ++d) o[d] = xr[d] * c[d] - xr[d + half] * s[d];
-            #pragma omp simd
-            for (int64_t d = half; d < D; ++d) o[d] = xr[d] * c[d] + xr[d - half] * s[d];
-        }
-}
-
-}  // namespace
 
 std::vector<double> Rope::inverseFrequencies(const ModelConfig& cfg) {
     const int64_t half = cfg.headDim / 2;
@@ -84,7 +63,7 @@ at::Tensor Rope::apply(const at::Tensor& x, const Angles& a) {
         a.sin.is_contiguous() && a.cos.scalar_type() == at::kFloat && a.cos.size(0) == x.size(1) &&
         a.cos.size(1) == x.size(2) && !(at::GradMode::is_enabled() && x.requires_grad())) {  // training: autograd's
         at::Tensor out = at::empty({x.size(0), x.size(1), x.size(2)}, x.options());
-        hostRotate(x.data_ptr<float>(), x.size(0), x.size(1), x.size(2), x.stride(0), x.stride(1),
+        hostRotateRows(x.data_ptr<float>(), x.size(0), x.size(1), x.size(2), x.stride(0), x.stride(1),
                    a.cos.data_ptr<float>(), a.sin.data_ptr<float>(), out.data_ptr<float>());
         return out;
     }
