@@ -5,6 +5,7 @@
 #include <ATen/core/grad_mode.h>
 #include <immintrin.h>
 
+#include <array>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -131,30 +132,33 @@ Simd simdLevel() {
 
 }  // namespace
 
-std::vector<at::Tensor> rowLinears(const at::Tensor& x, const std::vector<Projection>& ps) {
-    const bool training = at::GradMode::is_enabled() && x.requires_grad();
-    bool streamed = simdLevel() != Simd::None && x.dim() == 2 && x.size(0) >= 1 &&
-                    x.size(0) <= kStreamedRowsTotal && onHostF32(x) && !training;
-    for (const Projection& p : ps)
+std::vector<at::Tensor> rowLinears(const at::Tensor& x, std::initializer_list<Projection> ps) {
+    const bool grad = at::GradMode::is_enabled();
+    bool streamed = simdLevel() != Simd::None && x.dim() == 2 && x.size(0) >= 1 && x.size(0) <= kStreamedRowsTotal &&
+                    onHostF32(x) && !(grad && x.requires_grad()) && ps.size() <= kMaxProjections;
+    for (const Projection& p : ps)  // training (anything asking for gradients): autograd's linear
         streamed = streamed && p.w.scalar_type() == at::kFloat && p.w.dim() == 2 && p.w.is_contiguous() &&
-                   x.size(1) == p.w.size(1) &&
-                   !(at::GradMode::is_enabled() && (p.w.requires_grad() || (p.b.defined() && p.b.requires_grad())));
+                   x.size(1) == p.w.size(1) && !(grad && (p.w.requires_grad() || (p.b.defined() && p.b.requires_grad())));
     std::vector<at::Tensor> outs;
-    if (!streamed) {  // autograd's (training) or OpenBLAS's linear
+    outs.reserve(ps.size());
+    if (!streamed) {  // autograd's or OpenBLAS's linear
         for (const Projection& p : ps) outs.push_back(p.b.defined() ? at::linear(x, p.w, p.b) : at::linear(x, p.w));
         return outs;
     }
     const at::Tensor xc = x.contiguous();
     const int64_t rows = xc.size(0), in = xc.size(1);
-    // The weights' rows one after another: [first[i], first[i + 1]) are ps[i]'s.
-    std::vector<int64_t> first{0};
-    std::vector<const float*> weights;
-    std::vector<float*> results;
+    // The weights' rows one after another: [first[i], first[i + 1]) are the
+    // i-th projection's (fixed arrays: this runs ~200 times a decode step).
+    std::array<int64_t, kMaxProjections + 1> first{};
+    std::array<const float*, kMaxProjections> weights{};
+    std::array<float*, kMaxProjections> results{};
+    size_t count = 0;
     for (const Projection& p : ps) {
         outs.push_back(at::empty({rows, p.w.size(0)}, xc.options()));
-        first.push_back(first.back() + p.w.size(0));
-        weights.push_back(p.w.data_ptr<float>());
-        results.push_back(outs.back().data_ptr<float>());
+        first[count + 1] = first[count] + p.w.size(0);
+        weights[count] = p.w.data_ptr<float>();
+        results[count] = outs.back().data_ptr<float>();
+        ++count;
     }
     const bool avx512 = simdLevel() == Simd::Avx512;
     const float* xp = xc.data_ptr<float>();
@@ -167,8 +171,8 @@ std::vector<at::Tensor> rowLinears(const at::Tensor& x, const std::vector<Projec
         const Block block = blockFor(n, avx512, std::make_integer_sequence<int, kStreamedRowsMax>{});
         // One parallel region for every projection: a sleeping thread is
         // woken once for q, k and v (or gate and up), not three times.
-        at::parallel_for(0, first.back(), grain, [&](int64_t begin, int64_t end) {
-            for (size_t i = 0; i < ps.size(); ++i) {
+        at::parallel_for(0, first[count], grain, [&](int64_t begin, int64_t end) {
+            for (size_t i = 0; i < count; ++i) {
                 const int64_t b = std::max(begin, first[i]), e = std::min(end, first[i + 1]);
                 if (b >= e) continue;
                 const int64_t outsI = first[i + 1] - first[i];
@@ -176,8 +180,9 @@ std::vector<at::Tensor> rowLinears(const at::Tensor& x, const std::vector<Projec
             }
         });
     }
-    for (size_t i = 0; i < ps.size(); ++i)
-        if (ps[i].b.defined()) outs[i].add_(ps[i].b);
+    const Projection* p = ps.begin();
+    for (size_t i = 0; i < count; ++i)
+        if (p[i].b.defined()) outs[i].add_(p[i].b);
     return outs;
 }
 

@@ -9,6 +9,7 @@
 // variant (to measure them). Internal to core.
 #include <ATen/core/Tensor.h>
 
+#include <initializer_list>
 #include <vector>
 
 namespace kvlens {
@@ -30,6 +31,7 @@ struct Projection {
     const at::Tensor& w;
     const at::Tensor& b;
 };
-std::vector<at::Tensor> rowLinears(const at::Tensor& x, const std::vector<Projection>& ps);
+constexpr size_t kMaxProjections = 3;  // more go to at::linear one by one
+std::vector<at::Tensor> rowLinears(const at::Tensor& x, std::initializer_list<Projection> ps);
 
 }  // namespace kvlens
