@@ -92,14 +92,18 @@ constexpr int outputsPerPass(int R) {
     return O;
 }
 
+// The kernels start on a 64-byte boundary (as the C reference's do,
+// core/eval/runc_llama.c): a target attribute drops -falign-functions, and
+// relinking moved blockAvx2<1> by 0x50 bytes and swung the race with the
+// reference from 0.93x to 0.85x (docs/performance.md).
 template <int R>
-__attribute__((target("avx2,fma"))) void blockAvx2(const float* x, const float* w, float* out, int64_t in,
+__attribute__((target("avx2,fma"), aligned(64))) void blockAvx2(const float* x, const float* w, float* out, int64_t in,
                                                    int64_t outs, int64_t begin, int64_t end) {
     for (int64_t o = begin; o < end; ++o) rowsAvx2<R>(x, w, out, in, outs, o);
 }
 
 template <int R>
-__attribute__((target("avx512f"))) void blockAvx512(const float* x, const float* w, float* out, int64_t in,
+__attribute__((target("avx512f"), aligned(64))) void blockAvx512(const float* x, const float* w, float* out, int64_t in,
                                                     int64_t outs, int64_t begin, int64_t end) {
     constexpr int O = outputsPerPass(R);
     int64_t o = begin;
