@@ -21,7 +21,7 @@ using policy_run_detail::ScopeTimer;
 namespace {
 
 LayerBudgets budgetsFor(const PolicyConfig& c, const BudgetSpec& spec, int64_t promptLength, int64_t numLayers) {
-    if (!isFullCache(c)) return policyBudgets(c, spec, promptLength, numLayers);
+    if (!c.info().fullCache) return policyBudgets(c, spec, promptLength, numLayers);
     LayerBudgets b;
     b.perLayer.assign(numLayers, std::numeric_limits<int32_t>::max());
     b.compress = false;
@@ -96,13 +96,14 @@ PolicyRun::PolicyRun(const Model& model, PolicyConfig config, const BudgetSpec& 
                      CaptureTarget capture)
     : m_model(model),
       m_config(std::move(config)),
-      m_policy(isFullCache(m_config) ? nullptr : makePolicy(m_config)),
+      m_policy(makePolicy(m_config)),
+      m_full(m_config.info().fullCache),
       m_cache(model.newCache(CacheOptions{m_config.has("rerotate") && m_config.getBool("rerotate")})),
       m_budgets(budgetsFor(m_config, budget, promptLength, model.config().numLayers)),
       m_promptLength(promptLength),
       m_capture(capture),
-      m_critical(m_policy && m_config.has("critical") && m_config.getBool("critical")),
-      m_threshold(m_policy && budgetIsOutcome(m_config)),
+      m_critical(!m_full && m_config.has("critical") && m_config.getBool("critical")),
+      m_threshold(!m_full && budgetIsOutcome(m_config)),
       m_rotation(model.rotation()) {
     const auto& c = model.config();
     m_track.assign(c.numLayers, std::vector<HeadTrack>(c.numKvHeads));
@@ -134,7 +135,7 @@ LayerState PolicyRun::state(int64_t layer, int64_t seqLen) const {
     s.numHeads = c.numHeads;
     s.numKvHeads = c.numKvHeads;
     s.device = m_model.device();
-    if (m_policy && (m_policy->info().usesKeys || m_critical)) {
+    if (m_policy->info().usesKeys || m_critical) {
         KvCache::Entries e = m_cache.entries(layer);
         s.keys = e.k;
         s.values = e.v;
@@ -169,7 +170,7 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
     // skip the re-ordering, so their steps cost what a full-cache step does.
     // A prefill_once policy never plans again once the prompt is read, so it
     // observes nothing after it.
-    const bool observing = m_policy && !(m_promptDone && m_config.schedule == Schedule::PrefillOnce);
+    const bool observing = !m_full && !(m_promptDone && m_config.schedule == Schedule::PrefillOnce);
     const bool needProbs = captureHere || (observing && m_policy->info().usesAttention);
     at::Tensor probs;  // [Hq, n, L]
     if (needProbs) {
@@ -291,7 +292,7 @@ void PolicyRun::forwardBatched(const std::vector<int64_t>& tokens, const std::fu
 }
 
 bool PolicyRun::trimDueAfter(int64_t sinceTrim) const {
-    if (!m_policy) return false;
+    if (m_full) return false;
     switch (m_config.schedule) {
         case Schedule::EveryStep: return true;
         case Schedule::EveryN: return sinceTrim >= m_config.everyN;

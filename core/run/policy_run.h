@@ -1,6 +1,6 @@
 #pragma once
-// One run of a Session: a KvCache, the policy that trims it (none for the
-// full cache), its schedule and budgets, and the bookkeeping a Trace shows
+// One run of a Session: a KvCache, the policy that trims it (the full
+// cache's keeps everything), its schedule and budgets, and the bookkeeping a Trace shows
 // (status, score and rank of every token in every layer × KV head).
 // Internal to core.
 #include <ATen/core/Tensor.h>
@@ -51,7 +51,8 @@ public:
               CaptureTarget capture);
     ~PolicyRun();
 
-    bool isFull() const { return !m_policy; }
+    // The reference run: its policy (core/policy/full.cpp) keeps everything.
+    bool isFull() const { return m_full; }
     const PolicyConfig& config() const { return m_config; }
     // The allocator's budgets (what a later Session compares to take a run
     // over); a policy deciding across layers may hold others (budgetOf).
@@ -171,7 +172,7 @@ public:
     void setSessionScores(std::vector<at::Tensor> perLayer) { m_sessionScores = std::move(perLayer); }
     // A calibration prompt's queries per layer, for the policy (Policy::calibrate).
     void calibrate(const std::vector<at::Tensor>& queriesPerLayer) {
-        if (m_policy) m_policy->calibrate(queriesPerLayer);
+        m_policy->calibrate(queriesPerLayer);
     }
 
     // Seconds spent inside the policy so far (observe and the attention
@@ -239,7 +240,8 @@ private:
 
     const Model& m_model;
     PolicyConfig m_config;
-    std::unique_ptr<Policy> m_policy;  // null: full cache
+    std::unique_ptr<Policy> m_policy;  // the full cache's too
+    bool m_full = false;              // m_config's info().fullCache
     KvCache m_cache;
     LayerBudgets m_budgets;
     std::vector<int64_t> m_ownBudgets;  // the layer budgets a cross-layer policy chose (empty: the allocator's)

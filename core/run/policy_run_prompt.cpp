@@ -18,9 +18,9 @@ void PolicyRun::readPrompt(const std::vector<int64_t>& prompt, const std::functi
     // The tokens a replay of the full cache's record gave it (replayRecord), or none.
     const int64_t from = m_cache.seqLen();
     const std::vector<int64_t> rest = from == 0 ? prompt : std::vector<int64_t>(prompt.begin() + from, prompt.end());
-    if (!m_policy || m_config.schedule == Schedule::PrefillOnce) {
+    if (m_full || m_config.schedule == Schedule::PrefillOnce) {
         forwardBatched(rest, checkCancel);
-        if (m_policy && m_budgets.compress) trim();
+        if (m_budgets.compress) trim();  // never the full cache's
     } else if (m_config.schedule == Schedule::PrefillThenStep) {
         // Full attention over the prompt, the policy scoring what the
         // prefill attended (H2O: summed over every prompt query; TOVA: the
@@ -66,13 +66,13 @@ void PolicyRun::endPrompt() {
 }
 
 bool PolicyRun::sharesPrefill() const {
-    return m_policy && !m_cache.rerotate() &&
+    return !m_full && !m_cache.rerotate() &&
            (m_config.schedule == Schedule::PrefillOnce || m_config.schedule == Schedule::PrefillThenStep);
 }
 
 void PolicyRun::readPromptShared(const std::vector<int64_t>& prompt, const std::vector<PolicyRun*>& followers,
                                  PromptRecord* record, const std::function<void()>& checkCancel) {
-    if (m_policy) throw Error("PolicyRun::readPromptShared: only the full cache leads a shared prefill");
+    if (!m_full) throw Error("PolicyRun::readPromptShared: only the full cache leads a shared prefill");
     const int64_t from = m_cache.seqLen(), T = static_cast<int64_t>(prompt.size());
     if (from >= T || (record && record->length() != from))
         throw Error("PolicyRun::readPromptShared: a cache of " + std::to_string(from) + " tokens, a prompt of " +
@@ -97,7 +97,7 @@ void PolicyRun::replayRecord(const Model& model, const PromptRecord& record, con
     if (followers.empty()) return;
     if (!record.complete) throw Error("PolicyRun::replayRecord: the record is not complete");
     for (PolicyRun* f : followers)
-        if (!f->m_policy || f->m_cache.rerotate() || f->m_cache.seqLen() != 0 ||
+        if (f->m_full || f->m_cache.rerotate() || f->m_cache.seqLen() != 0 ||
             !(f->sharesPrefill() || record.length() <= f->untouchedPrefix()))
             throw Error("PolicyRun::replayRecord: " + f->m_config.label() + " cannot follow a replay of " +
                         std::to_string(record.length()) + " tokens");
@@ -140,7 +140,7 @@ void PolicyRun::finishSharedPrompt(const at::Tensor& logits) {
 }
 
 void PolicyRun::rewind(int64_t length, int64_t promptLength) {
-    if (m_policy) throw Error("PolicyRun::rewind: only the full cache rewinds");
+    if (!m_full) throw Error("PolicyRun::rewind: only the full cache rewinds");
     m_ahead.clear();
     m_nextAhead = 0;
     m_presented = nullptr;
@@ -157,12 +157,12 @@ void PolicyRun::rewind(int64_t length, int64_t promptLength) {
 }
 
 bool PolicyRun::readsPromptTokenByToken() const {
-    return m_policy && m_config.schedule != Schedule::PrefillOnce && m_config.schedule != Schedule::PrefillThenStep &&
+    return !m_full && m_config.schedule != Schedule::PrefillOnce && m_config.schedule != Schedule::PrefillThenStep &&
            prefillBand().empty();
 }
 
 int64_t PolicyRun::untouchedPrefix() const {
-    if (!m_policy || sharesPrefill() || m_promptDone || m_threshold) return 0;  // a threshold may trim at once
+    if (m_full || sharesPrefill() || m_promptDone || m_threshold) return 0;  // a threshold may trim at once
     // Until a layer holds more than its budget no trim evicts anything (a
     // band hides nothing either: a query at or before position B sees every
     // key), so every run reads that prefix with full attention.
@@ -171,7 +171,7 @@ int64_t PolicyRun::untouchedPrefix() const {
 }
 
 std::vector<PositionBand> PolicyRun::prefillBand() const {
-    if (!m_policy || m_config.schedule != Schedule::EveryStep || m_cache.rerotate() || m_promptDone || m_threshold)
+    if (m_full || m_config.schedule != Schedule::EveryStep || m_cache.rerotate() || m_promptDone || m_threshold)
         return {};
     std::vector<PositionBand> band(m_budgets.perLayer.size());
     for (size_t l = 0; l < band.size(); ++l)

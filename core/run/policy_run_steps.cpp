@@ -26,7 +26,7 @@ void PolicyRun::endToken(ForwardResult&& result) {
 }
 
 bool PolicyRun::readsAhead() const {
-    return m_policy && m_promptDone && !m_cache.rerotate() && !m_policy->crossLayer() && m_policy->layerLocal() &&
+    return !m_full && m_promptDone && !m_cache.rerotate() && !m_policy->crossLayer() && m_policy->layerLocal() &&
            !hasStepsAhead();
 }
 
@@ -93,7 +93,7 @@ void PolicyRun::show(const AheadStep& st) {
 }
 
 void PolicyRun::beginRunningAhead() {
-    if (m_policy) throw Error("PolicyRun::beginRunningAhead: only the full cache runs ahead");
+    if (!m_full) throw Error("PolicyRun::beginRunningAhead: only the full cache runs ahead");
     if (hasStepsAhead()) throw Error("PolicyRun::beginRunningAhead: steps read ahead are not presented yet");
     m_before = snapshot();
     m_ahead.clear();
@@ -106,7 +106,7 @@ void PolicyRun::endRunningAhead() {
 }
 
 void PolicyRun::readTokenAhead(int64_t token) {
-    if (m_policy) throw Error("PolicyRun::readTokenAhead: only the full cache runs ahead");
+    if (!m_full) throw Error("PolicyRun::readTokenAhead: only the full cache runs ahead");
     readToken(token);
     m_ahead.push_back(snapshot());
 }
@@ -127,7 +127,7 @@ PolicyRun::AheadStep PolicyRun::snapshot() const {
 
 void PolicyRun::dropStepsAhead() {
     if (!hasStepsAhead()) return;
-    if (m_policy) throw Error("PolicyRun::dropStepsAhead: only the full cache goes back");
+    if (!m_full) throw Error("PolicyRun::dropStepsAhead: only the full cache goes back");
     if (!m_presented) throw Error("PolicyRun::dropStepsAhead: no step was presented to go back to");
     const int64_t length = m_presented->length;
     m_cache.truncate(length);
