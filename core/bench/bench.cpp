@@ -109,7 +109,7 @@ Elapsed timed(const c10::Device& device, F&& f) {
 
 // The targets one row can decide; empty when none applies.
 std::string verdict(const PolicyConfig& cfg, bool atContext, int64_t context, const StepTiming& tf,
-                    const StepTiming& tp, int64_t generated) {
+                    const StepTiming& tp, int64_t generated, bool judgeSteps) {
     // The policy's targets: SPEC's, or re-stated in its info (the suffix "*"
     // points to docs/performance.md's reasons).
     const PolicyInfo& info = cfg.info();
@@ -117,6 +117,7 @@ std::string verdict(const PolicyConfig& cfg, bool atContext, int64_t context, co
     char buf[96];
     // prefill_then_step trims every decode step too: the per-step target.
     if (atContext && (cfg.schedule == Schedule::EveryStep || cfg.schedule == Schedule::PrefillThenStep)) {
+        if (!judgeSteps) return "(reported: judged at SmolLM2's shape)";
         const bool pass = tp.ratio <= info.stepTarget;
         std::snprintf(buf, sizeof buf, "%s %s %.2fx%s", pass ? "PASS" : "FAIL", pass ? "<=" : ">", info.stepTarget,
                       restated ? "*" : "");
@@ -262,7 +263,7 @@ BudgetCase atContext(int64_t context) { return {"= context", parseBudget(std::to
 std::vector<PolicyRow> policyRows(const Model& model, const std::vector<PolicyConfig>& policies,
                                   const std::vector<BudgetCase>& budgets, const std::vector<int64_t>& tokens,
                                   int64_t context, int64_t steps, const std::function<void(const PolicyRow&)>& onRow,
-                                  int64_t generated) {
+                                  int64_t generated, bool judgeSteps) {
     std::vector<PolicyRow> rows;
     const std::string overheadLabel = atContext(context).label;
     for (const auto& cfg : policies)
@@ -280,7 +281,7 @@ std::vector<PolicyRow> policyRows(const Model& model, const std::vector<PolicyCo
             row.schedule = scheduleName(cfg.schedule);
             row.budget = budget.label;
             std::tie(row.full, row.timed) = timePair(model, cfg, budget.spec, tokens, context, steps);
-            row.target = verdict(cfg, overhead, context, row.full, row.timed, generated);
+            row.target = verdict(cfg, overhead, context, row.full, row.timed, generated, judgeSteps);
             row.failed = row.target.rfind("FAIL", 0) == 0;
             if (onRow) onRow(row);
             rows.push_back(std::move(row));
@@ -415,14 +416,21 @@ LockstepReport lockstep(const Model& model, const std::vector<int64_t>& prompt, 
         if (faults) *faults = minorFaults() - before;
         return ms;
     };
-    std::vector<double> lock;
+    std::vector<double> lock, scratch;
     long faults = 0;
     std::unique_ptr<Session> previous;
-    r.refreshMs = timed(device, [&] {
-        previous = std::make_unique<Session>(shared, o);
-        previous->start();
-        lock = stepTimes(*previous, &faults);
-    }).wall;
+    // From scratch kEdits times, the median, as the edits below: the first
+    // Session of a process also pays its one-time costs (the heap's growth,
+    // lazy initialisation).
+    for (int i = 0; i < kEdits; ++i) {
+        previous.reset();
+        scratch.push_back(timed(device, [&] {
+            previous = std::make_unique<Session>(shared, o);
+            previous->start();
+            lock = stepTimes(*previous, &faults);
+        }).wall);
+    }
+    r.refreshMs = median(scratch);
     // What the GUI does after an edit: a Session taking over from the last one.
     auto refreshAfter = [&](const std::function<SessionOptions(int)>& edit) {
         std::vector<double> ms, first;

@@ -106,11 +106,16 @@ struct BudgetCase {
     BudgetSpec spec;
 };
 BudgetCase atContext(int64_t context);
-// onRow (optional) sees each row as soon as it is measured.
+// onRow (optional) sees each row as soon as it is measured. judgeSteps
+// false: the per-step ratio of every_step and prefill_then_step rows is
+// reported, not judged (on the bundled model a step is ~0.6 ms of per-op
+// overhead, and a step's O(context) bookkeeping per KV head weighs as much
+// as its attention over 32-wide heads; docs/performance.md).
 std::vector<PolicyRow> policyRows(const Model& model, const std::vector<PolicyConfig>& policies,
                                   const std::vector<BudgetCase>& budgets, const std::vector<int64_t>& tokens,
                                   int64_t context, int64_t steps,
-                                  const std::function<void(const PolicyRow&)>& onRow = {}, int64_t generated = 256);
+                                  const std::function<void(const PolicyRow&)>& onRow = {}, int64_t generated = 256,
+                                  bool judgeSteps = true);
 
 // The engine's decode against core/eval/runc_llama.c (run.c's `runomp` build)
 // from position 0, both on `threads` threads, in `rounds` pairs run in turn
@@ -140,7 +145,7 @@ struct Refresh {
     std::string reuse;           // Reuse::text() of the last one
 };
 struct LockstepReport {
-    double refreshMs = 0;       // from scratch: prompt + the decode steps, attention captured as the GUI does
+    double refreshMs = 0;       // from scratch (median of kEdits): prompt + the decode steps, attention captured as the GUI does
     double lockstepStepMs = 0;  // mean decode step of full + 5 (the steps planned: the runs read ahead)
     double fullStepMs = 0;      // mean decode step of the full cache alone
     double ratio = 0;           // lockstepStepMs / fullStepMs
