@@ -337,11 +337,29 @@ std::pair<int, std::string> capture(const std::string& command) {
     return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, out};
 }
 
+// A value written into sweep.sbatch: one line without control characters.
+// Quoting protects a value from the shell, not from the script's lines: a
+// line break in an #SBATCH directive or a comment ends it, and the next line
+// runs as a command on the cluster.
+const std::string& oneLine(const std::string& value, const std::string& what) {
+    for (unsigned char c : value)
+        if (c < 0x20 || c == 0x7f)
+            throw ArgumentError(what + " holds a control character (such as a line break), which cannot be written "
+                                       "into a Slurm script: expected one line of text");
+    return value;
+}
+
 std::string sbatchScript(const SweepSpec& spec, const SweepArgs& a, int shards, const std::vector<int>& tasks) {
     std::ostringstream s;
     std::string array;
     for (int t : tasks) array += (array.empty() ? "" : ",") + std::to_string(t);
     const fs::path logs = fs::absolute(spec.output / "slurm").lexically_normal();
+    const std::string sweepFile = fs::absolute(spec.file).lexically_normal().string();
+    const std::string output = fs::absolute(spec.output).lexically_normal().string();
+    oneLine(spec.name, spec.file.string() + ": the sweep's \"name\"");
+    oneLine(sweepFile, "the sweep file's path");
+    oneLine(output, "the output folder's path");
+    oneLine(selfExe().string(), "kvlens-cli's own path");
     s << "#!/bin/bash\n"
       << "# KVLens sweep " << spec.name << ": shard $SLURM_ARRAY_TASK_ID of " << shards
       << " per array task (written by kvlens-cli sweep submit)\n"
@@ -349,7 +367,7 @@ std::string sbatchScript(const SweepSpec& spec, const SweepArgs& a, int shards, 
       << "#SBATCH --array=" << array << "\n"
       << "#SBATCH --output=" << shellQuote((logs / "shard-%a.log").string()) << "\n";
     auto opt = [&](const char* name, const std::string& v) {
-        if (!v.empty()) s << "#SBATCH --" << name << "=" << shellQuote(v) << "\n";
+        if (!v.empty()) s << "#SBATCH --" << name << "=" << shellQuote(oneLine(v, std::string("--") + name)) << "\n";
     };
     opt("partition", a.partition);
     opt("gres", a.gres);
@@ -358,13 +376,9 @@ std::string sbatchScript(const SweepSpec& spec, const SweepArgs& a, int shards, 
     opt("account", a.account);
     opt("qos", a.qos);
     if (a.cpusPerTask > 0) opt("cpus-per-task", std::to_string(a.cpusPerTask));
-    for (const auto& extra : a.sbatchArgs) {
-        if (extra.find_first_of("\n\r") != std::string::npos) throw ArgumentError("--sbatch-arg: one line, without a line break");
-        s << "#SBATCH " << extra << "\n";
-    }
-    s << "exec " << shellQuote(selfExe().string()) << " sweep run " << shellQuote(fs::absolute(spec.file).lexically_normal().string())
-      << " --shard \"$SLURM_ARRAY_TASK_ID/" << shards << "\" --output "
-      << shellQuote(fs::absolute(spec.output).lexically_normal().string()) << " --quiet --no-merge\n";
+    for (const auto& extra : a.sbatchArgs) s << "#SBATCH " << oneLine(extra, "--sbatch-arg") << "\n";
+    s << "exec " << shellQuote(selfExe().string()) << " sweep run " << shellQuote(sweepFile) << " --shard \"$SLURM_ARRAY_TASK_ID/"
+      << shards << "\" --output " << shellQuote(output) << " --quiet --no-merge\n";
     return s.str();
 }
 

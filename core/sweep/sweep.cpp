@@ -86,6 +86,11 @@ SweepSpec parseSweep(const json& j, const fs::path& file) {
         for (const auto& [k, v] : j.items())
             if (!known.count(k)) throw ArgumentError("unknown field \"" + k + "\"");
         s.name = jsonField<std::string>(j, "", "name", file.stem().string());
+        // The name reaches file names, logs and a Slurm script: a line break
+        // there would end a directive and run the rest as a command.
+        for (unsigned char c : s.name)
+            if (c < 0x20 || c == 0x7f)
+                throw ArgumentError("\"name\" holds a control character (such as a line break): expected one line of text");
         const std::string out = jsonField<std::string>(j, "", "output", file.stem().string() + ".sweep");
         if (out.empty()) throw ArgumentError("\"output\" is empty: expected a folder");
         s.output = resolveAgainst(base, out);

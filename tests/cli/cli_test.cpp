@@ -537,6 +537,21 @@ TEST_F(CliTest, SweepPlanRunStatusMergeAndAStoppedPool) {
     EXPECT_NE(r.out.find("#SBATCH --array=0\n"), std::string::npos) << r.out;  // shard 1 is done
     EXPECT_NE(r.out.find("#SBATCH --gres='gpu:1'"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("--shard \"$SLURM_ARRAY_TASK_ID/2\""), std::string::npos) << r.out;
+    // Nothing from a shared sweep file or an option becomes a line of the
+    // Slurm script: a line break would end a directive or the comment and
+    // run the rest as a command on the cluster (issue 50).
+    r = run("sweep submit " + quote(small.string()) + " --slurm --dry-run --partition " + quote("gpu\nrm -rf /tmp/x"));
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_NE(r.err.find("--partition holds a control character"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("rm -rf"), std::string::npos) << r.out;
+    r = run("sweep submit " + quote(small.string()) + " --slurm --dry-run --sbatch-arg=" + quote("--x=1\rtouch /tmp/y"));
+    EXPECT_NE(r.err.find("--sbatch-arg holds a control character"), std::string::npos) << r.err;
+    std::ofstream(s_dir->path() / "inject.json")
+        << R"({"format": "kvlens-sweep", "version": 1, "name": "x\ntouch /tmp/kvlens-injected", "contexts": [64],)"
+        << R"( "policies": ["h2o"], "budgets": ["25%"]})";
+    expectOneLineError("sweep submit " + quote((s_dir->path() / "inject.json").string()) + " --slurm --dry-run",
+                       "inject.json: \"name\" holds a control character");
+    EXPECT_FALSE(fs::exists(s_dir->path() / "inject.sweep" / "slurm" / "sweep.sbatch"));
     // Merging early writes what is there and says what is missing.
     r = run("sweep merge " + quote(small.string()));
     EXPECT_EQ(r.code, 1);
