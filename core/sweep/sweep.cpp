@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/study/needle_grid.h"
 #include "core/io/json_fields.h"
+#include "core/io/session_file.h"
 #include "core/read_file.h"
 #include "core/study/needle_io.h"
 #include "core/safe_file.h"
@@ -42,6 +43,16 @@ uint64_t fnv1a(std::string_view bytes) {
         h *= 1099511628211ull;
     }
     return h;
+}
+
+// A model folder's fingerprint as a session file keeps it, or "unreadable"
+// (a model that does not load fails its probes, naming the folder).
+std::string modelDigest(const std::filesystem::path& dir) {
+    try {
+        return modelFingerprint(dir);
+    } catch (const FormatError&) {
+        return "unreadable";
+    }
 }
 
 // NaN and infinities are null in JSON: never a number made of NaN.
@@ -174,6 +185,10 @@ SweepSpec parseSweep(const json& j, const fs::path& file) {
         s.run.threads = jsonField<int>(run, "run.", "threads", 1);
         if (s.run.threads < 0) throw ArgumentError("\"run.threads\" must not be negative");
         fingerprint["run"] = {s.run.device, s.run.dtype, s.run.threads};
+        // The weights and every TorchScript scorer's bytes change results too.
+        for (const auto& dir : s.modelDirs) fingerprint["models"].push_back(modelDigest(dir));
+        for (const auto& p : s.policies)
+            if (!p.info().file.empty()) fingerprint["scripts"][p.label()] = scriptFingerprint(p.info().file);
         s.shards = jsonField<int>(j, "", "shards", 1);
         if (s.shards < 1) throw ArgumentError("\"shards\" must be at least 1");
         s.fingerprint = hex64(fnv1a(fingerprint.dump()));
@@ -373,11 +388,26 @@ void appendResult(const SweepSpec& spec, const Shard& shard, const ProbeResult& 
 
 namespace {
 
-// For each probe key, the result that counts: the first done under the current fingerprint.
+// Whether a result holds every cell the plan asks of its probe (a policy or
+// a budget added to a finished sweep's file makes its results incomplete).
+bool holdsEveryCell(const ProbeResult& r, const std::vector<std::pair<std::string, std::string>>& cells) {
+    std::set<std::pair<std::string, std::string>> held;
+    for (const auto& c : r.cells) held.emplace(c.policy, c.budget);
+    return std::all_of(cells.begin(), cells.end(), [&](const auto& c) { return held.count(c) > 0; });
+}
+
+// Whether a result counts for the current plan: done, under its
+// fingerprint, with every cell.
+bool counts(const SweepSpec& spec, const ProbeResult& r, const std::vector<std::pair<std::string, std::string>>& cells) {
+    return !r.failed && r.fingerprint == spec.fingerprint && holdsEveryCell(r, cells);
+}
+
+// For each probe key, the result that counts: the first that does.
 std::map<std::string, const ProbeResult*> current(const SweepSpec& spec, const std::vector<ProbeResult>& results) {
+    const auto cells = probeCells(spec);
     std::map<std::string, const ProbeResult*> out;
     for (const auto& r : results)
-        if (!r.failed && r.fingerprint == spec.fingerprint && !out.count(r.key)) out[r.key] = &r;
+        if (counts(spec, r, cells) && !out.count(r.key)) out[r.key] = &r;
     return out;
 }
 
@@ -404,7 +434,7 @@ SweepStatus sweepStatus(const SweepSpec& spec, const std::vector<ProbeResult>& r
     std::map<std::string, std::string> failed;
     for (const auto& r : results) {
         if (!keys.count(r.key)) ++st.foreign;
-        else if (r.fingerprint != spec.fingerprint) ++st.stale;
+        else if (r.fingerprint != spec.fingerprint || (!r.failed && !holdsEveryCell(r, probeCells(spec)))) ++st.stale;
         else if (r.failed && !done.count(r.key)) failed[r.key] = r.error;
     }
     st.failed.assign(failed.begin(), failed.end());

@@ -54,8 +54,9 @@ struct SweepSpec {
     RunSettings run;                     // "run.device|dtype|threads"
     int shards = 1;                      // "shards": how plan and submit split it by default
     // A hash of everything besides the grid axes that changes a result (run
-    // settings, needle and fidelity settings and texts): results written
-    // under another fingerprint are stale and run again.
+    // settings, needle and fidelity settings and texts, the models' files,
+    // each TorchScript scorer's bytes): results written under another
+    // fingerprint are stale and run again.
     std::string fingerprint;
 };
 
@@ -134,7 +135,7 @@ struct SweepStatus {
     int64_t doneProbes = 0, doneCells = 0;
     std::vector<std::string> missing;  // keys of probes without a result
     std::vector<std::pair<std::string, std::string>> failed;  // key, error (failed and not done since)
-    int64_t stale = 0;                 // results under another fingerprint (ignored)
+    int64_t stale = 0;                 // results under another fingerprint or without every cell of the plan (ignored)
     int64_t foreign = 0;               // results of probes this sweep no longer has (ignored)
     bool complete() const { return doneProbes == probes; }
 };

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/paths.h"
 #include "core/study/needle_grid.h"
 #include "core/sweep/sweep.h"
 #include "core/sweep/sweep_run.h"
@@ -155,7 +156,11 @@ TEST_F(SweepTest, ResultsAreWrittenWholeAndReadBackWithNanAsNull) {
     c.perplexity = std::nan("");
     c.retainedMass = 0.75;
     c.outputCosine = 0.9;
-    r.cells = {c};
+    for (const auto& [policy, budget] : probeCells(s)) {  // a done probe holds every cell of the plan
+        c.policy = policy;
+        c.budget = budget;
+        r.cells.push_back(c);
+    }
     appendResult(s, {0, 1}, r);
     ProbeResult failed = r;
     failed.probe = probes(s).front();
@@ -278,6 +283,31 @@ TEST_F(SweepTest, AStoppedShardKeepsWhatItFinishedAndAFailedProbeIsNamed) {
     const SweepStatus st = sweepStatus(changed, readResults(changed));
     EXPECT_EQ(st.doneProbes, 0);
     EXPECT_EQ(st.stale, 6);
+
+    // A policy or a budget added to the finished file: its results lack the
+    // new cells, so no probe counts as done and each runs again (issue 50).
+    json more = j;
+    more.erase("needle");  // the settings the results were written under
+    more["policies"].push_back("tova");
+    const SweepSpec added = spec(more);
+    EXPECT_EQ(added.fingerprint, s.fingerprint) << "the same settings: only the cells differ";
+    const SweepStatus moreSt = sweepStatus(added, readResults(added));
+    EXPECT_FALSE(moreSt.complete());
+    EXPECT_EQ(moreSt.doneProbes, 0);
+    EXPECT_EQ(moreSt.stale, 6);
+    EXPECT_EQ(runShard(added, {0, 1}, folderLoader(added)).pending, 6);
+    EXPECT_TRUE(sweepStatus(added, readResults(added)).complete());
+    // A policy removed: every cell it asks for is still there.
+    more["policies"] = {"h2o"};
+    EXPECT_TRUE(sweepStatus(spec(more), readResults(spec(more))).complete());
+    // The model's files change a result: a copy of the bundled model, then one of its files rewritten.
+    const fs::path model = dir->path() / "model";
+    fs::copy(bundledModelDir(), model, fs::copy_options::recursive);
+    json own = j;
+    own["models"] = {"model"};
+    const std::string before = spec(own).fingerprint;
+    std::ofstream(model / "config.json", std::ios::app) << "\n";
+    EXPECT_NE(spec(own).fingerprint, before) << "the fingerprint must cover the model's files";
 
     // A fidelity window longer than the text: each such probe fails with the reason, the others run.
     std::ofstream(dir->path() / "short.txt") << "once upon a time there was a girl . ";
