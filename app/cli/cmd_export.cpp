@@ -143,13 +143,20 @@ void runExport(ExportArgs a) {
     a.prompt.readBy(guard);
     SessionOptions so;
     fs::path dir;
+    std::string notes;  // printed once the output is known to be allowed
     if (!a.session.empty()) {
         if (a.prompt.given() || !a.policy.policies.empty())
             throw ArgumentError("--session replaces --prompt/--policy: give one or the other");
         const SessionFile file = loadSession(a.session);
-        dir = sessionModelDir(file);
-        const std::string note = fingerprintNote(file, dir);
-        if (!note.empty()) std::cerr << "kvlens-cli: note: " << note << "\n";
+        // --model runs the session on that model instead of the one it was
+        // saved with; the guard below protects the model that runs.
+        const fs::path saved = sessionModelDir(file);
+        dir = a.model.model.empty() ? saved : a.model.dir();
+        const std::string note = a.model.model.empty()
+                                     ? fingerprintNote(file, dir)
+                                     : "running the session on --model " + dir.string() + " (it was saved with " +
+                                           saved.string() + ")";
+        notes = note;
         auto tok = tokenizerFor(dir);
         if (!tok) throw ArgumentError("the session's model has no tokenizer.json: " + dir.string());
         so = sessionOptionsFrom(file, std::make_shared<const Tokenizer>(std::move(*tok)));
@@ -170,6 +177,7 @@ void runExport(ExportArgs a) {
     }
     guard.inputFolder(dir);
     guard.output(a.out, "--out");
+    if (!notes.empty()) std::cerr << "kvlens-cli: note: " << notes << "\n";
     a.layer = std::max<int64_t>(a.layer, 0);
     a.head = std::max<int64_t>(a.head, 0);
     if (a.colourScale.empty()) a.colourScale = "power";
@@ -192,7 +200,7 @@ void addExportCommand(CLI::App& app) {
     args->model.add(*cmd);
     args->prompt.add(*cmd);
     args->policy.add(*cmd, /*repeatable=*/true);
-    cmd->add_option("--session", args->session, "a saved session (.kvlens.json) instead of --prompt/--policy");
+    cmd->add_option("--session", args->session, "a saved session (.kvlens.json) instead of --prompt/--policy (with --model: run on that model)");
     cmd->add_option("--show", args->show, "the run to export: a policy id or label, or full (default: the first policy)");
     cmd->add_option("--table", args->table, "attention | status | scores | budgets | metrics (a figure: attention heatmap or status strips)")->capture_default_str();
     cmd->add_option("--layer", args->layer, "layer (default: the session's view, or 0)");

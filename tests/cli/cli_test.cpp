@@ -332,6 +332,20 @@ TEST_F(CliTest, NoCommandWritesOverItsInputs) {
     expectOneLineError("needle" + m + " --contexts 32 --depths 50 --json " + twice + " --csv " + twice,
                        "the same file as --json");
     expectOneLineError("train --out " + quote(model()) + " --steps 1", "already holds a model (config.json)");
+    // --model with --session runs that model (it was ignored), and the guard
+    // protects the model that runs, reached through a symlinked folder too.
+    const fs::path other = s_dir->path() / "other-model", link = s_dir->path() / "other-link";
+    fs::copy(model(), other, fs::copy_options::recursive);
+    fs::create_directory_symlink(other, link);
+    const std::string otherConfig = slurp(other / "config.json");
+    expectOneLineError("export --model " + quote(link.string()) + " --session " + quote(session.string()) + " --out " +
+                           quote((link / "config.json").string()),
+                       "this command reads that file");
+    EXPECT_EQ(slurp(other / "config.json"), otherConfig);
+    CliRun onOther = run("export --model " + quote(other.string()) + " --session " + quote(session.string()) +
+                         " --out " + quote((s_dir->path() / "other.csv").string()));
+    EXPECT_EQ(onOther.code, 0) << onOther.err;
+    EXPECT_NE(onOther.err.find("running the session on --model " + other.string()), std::string::npos) << onOther.err;
     EXPECT_EQ(slurp(session), sessionBytes);
     EXPECT_EQ(slurp(prompt), promptBytes);
     EXPECT_EQ(slurp(model() + "/config.json"), config);
