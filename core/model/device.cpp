@@ -4,6 +4,9 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "core/cpu_tuning.h"
 #include "core/error.h"
 
@@ -52,8 +55,17 @@ const char* dtypeLabel(c10::ScalarType t) {
     }
 }
 
+int maxThreads() { return std::max(256, 2 * static_cast<int>(std::thread::hardware_concurrency())); }
+
+void checkThreads(int64_t threads, const std::string& what) {
+    if (threads < 0 || threads > maxThreads())
+        throw ArgumentError(what + " is " + std::to_string(threads) + ": expected 0 (LibTorch's default) to " +
+                            std::to_string(maxThreads()) + " (twice this machine's " +
+                            std::to_string(std::thread::hardware_concurrency()) + " CPUs, at least 256)");
+}
+
 void applyThreads(int threads) {
-    if (threads < 0) throw ArgumentError("--threads must be ≥ 0 (got " + std::to_string(threads) + ")");
+    checkThreads(threads, "--threads");
     if (threads > 0) {
         at::set_num_threads(threads);
         setBlasThreads(threads);  // OpenBLAS's own pool (cpu_tuning.h)

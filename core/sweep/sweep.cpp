@@ -183,7 +183,7 @@ SweepSpec parseSweep(const json& j, const fs::path& file) {
         s.run.device = jsonField<std::string>(run, "run.", "device", "auto");
         s.run.dtype = jsonField<std::string>(run, "run.", "dtype", "auto");
         s.run.threads = jsonField<int>(run, "run.", "threads", 1);
-        if (s.run.threads < 0) throw ArgumentError("\"run.threads\" must not be negative");
+        checkThreads(s.run.threads, "\"run.threads\"");
         fingerprint["run"] = {s.run.device, s.run.dtype, s.run.threads};
         // The weights and every TorchScript scorer's bytes change results too.
         for (const auto& dir : s.modelDirs) fingerprint["models"].push_back(modelDigest(dir));

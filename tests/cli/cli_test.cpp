@@ -302,6 +302,9 @@ TEST_F(CliTest, BenchReportsRatiosPolicyTimeMemoryAndTargets) {
     // 25 % of the 40-token prompt, of the 46 tokens read (4 timed + 2 warm-up steps)
     EXPECT_NEAR(j["rows"][1]["kv_bytes_share"].get<double>(), 10.0 / 46.0, 1e-9);
     expectOneLineError("bench --synthetic gpt5 --context 8", "--synthetic: unknown shape 'gpt5'");
+    // A count past what a machine can use is refused before it starts threads (issue 50).
+    expectOneLineError("bench --threads 100000 --context 8 --steps 1", "--threads is 100000: expected 0");
+    expectOneLineError("generate --threads 100000 --prompt-ids 1,2 --steps 1", "--threads is 100000: expected 0");
 }
 
 // No command writes over a file it reads (by identity, not by name), into a

@@ -93,6 +93,10 @@ TEST_F(SweepTest, TheFileIsCheckedFieldByField) {
     j["version"] = 2;
     EXPECT_NE(error(j).find("version"), std::string::npos) << error(j);
     j = baseSweep();
+    j["run"] = {{"threads", 100000}};  // a hundred thousand threads that ignored SIGTERM (issue 50)
+    EXPECT_NE(error(j).find("\"run.threads\" is 100000: expected 0 (LibTorch's default) to"), std::string::npos)
+        << error(j);
+    j = baseSweep();
     j["contexts"] = "64";
     EXPECT_NE(error(j).find("\"contexts\" is \"64\", not the expected type"), std::string::npos) << error(j);
     // Every message names the file.
