@@ -152,11 +152,9 @@ void runExport(ExportArgs a) {
         // saved with; the guard below protects the model that runs.
         const fs::path saved = sessionModelDir(file);
         dir = a.model.model.empty() ? saved : a.model.dir();
-        const std::string note = a.model.model.empty()
-                                     ? fingerprintNote(file, dir)
-                                     : "running the session on --model " + dir.string() + " (it was saved with " +
-                                           saved.string() + ")";
-        notes = note;
+        notes = a.model.model.empty() ? fingerprintNote(file, dir)
+                                      : "running the session on --model " + dir.string() + " (it was saved with " +
+                                            saved.string() + ")";
         auto tok = tokenizerFor(dir);
         if (!tok) throw ArgumentError("the session's model has no tokenizer.json: " + dir.string());
         so = sessionOptionsFrom(file, std::make_shared<const Tokenizer>(std::move(*tok)));

@@ -416,7 +416,8 @@ std::map<std::string, const ProbeResult*> current(const SweepSpec& spec, const s
 SweepStatus sweepStatus(const SweepSpec& spec, const std::vector<ProbeResult>& results) {
     SweepStatus st;
     const auto all = probes(spec);
-    const auto perProbe = static_cast<int64_t>(probeCells(spec).size());
+    const auto cells = probeCells(spec);
+    const auto perProbe = static_cast<int64_t>(cells.size());
     st.probes = static_cast<int64_t>(all.size());
     st.cells = st.probes * perProbe;
     const auto done = current(spec, results);
@@ -434,7 +435,7 @@ SweepStatus sweepStatus(const SweepSpec& spec, const std::vector<ProbeResult>& r
     std::map<std::string, std::string> failed;
     for (const auto& r : results) {
         if (!keys.count(r.key)) ++st.foreign;
-        else if (r.fingerprint != spec.fingerprint || (!r.failed && !holdsEveryCell(r, probeCells(spec)))) ++st.stale;
+        else if (r.fingerprint != spec.fingerprint || (!r.failed && !holdsEveryCell(r, cells))) ++st.stale;
         else if (r.failed && !done.count(r.key)) failed[r.key] = r.error;
     }
     st.failed.assign(failed.begin(), failed.end());
