@@ -398,8 +398,12 @@ void addBenchCommand(CLI::App& app) {
     auto* cmd = app.add_subcommand("bench", "time eviction overhead: policy decode steps vs full-cache steps");
     args->model.add(*cmd);
     args->policy.add(*cmd, /*repeatable=*/true);
-    cmd->add_option("--context", args->context, "tokens in the cache when steps are timed")->capture_default_str();
-    cmd->add_option("--steps", args->steps, "timed decode steps per policy")->capture_default_str();
+    cmd->add_option("--context", args->context, "tokens in the cache when steps are timed")
+        ->capture_default_str()
+        ->check(wholeNumber(1, kMaxDecodeSteps));
+    cmd->add_option("--steps", args->steps, "timed decode steps per policy")
+        ->capture_default_str()
+        ->check(wholeNumber(1, kMaxDecodeSteps));
     cmd->add_option("--seed", args->seed, "seed of the random token sequence (and of --synthetic weights)")->capture_default_str();
     cmd->add_option("--synthetic", args->synthetic, "a real shape with random weights instead of --model: kvlens-tiny (the bundled shape), smollm2-135m, qwen2.5-0.5b, llama-3.2-1b");
     cmd->add_flag("--json", args->json, "print JSON");

@@ -124,8 +124,8 @@ void runCompare(const CompareArgs& a) {
     if (!a.attention.empty()) {
         const auto colon = a.attention.find(':');
         if (colon == std::string::npos) throw ArgumentError("--attention: expected LAYER:HEAD, got '" + a.attention + "'");
-        so.attention = {true, parseIdList(a.attention.substr(0, colon), "--attention")[0],
-                        parseIdList(a.attention.substr(colon + 1), "--attention")[0]};
+        so.attention = {true, parseIdList(a.attention.substr(0, colon), "--attention", "layer")[0],
+                        parseIdList(a.attention.substr(colon + 1), "--attention", "head")[0]};
     }
     auto model = std::shared_ptr<const Model>(Model::load(dir, a.model.run));
     a.model.checkContext(model->config(), static_cast<int64_t>(so.prompt.size() + so.question.size()) + a.steps);
@@ -154,7 +154,7 @@ void addCompareCommand(CLI::App& app) {
     cmd->add_option("--calibration-file", args->calibrationFile,
                     "a text whose queries Q-Filters learns its filters from (default: the prompt's)");
     args->policy.add(*cmd, /*repeatable=*/true);
-    cmd->add_option("--steps", args->steps, "decode steps after the prompt (and after an agnostic --question)")->capture_default_str()->check(CLI::NonNegativeNumber);
+    cmd->add_option("--steps", args->steps, "decode steps after the prompt (and after an agnostic --question)")->capture_default_str()->check(wholeNumber(0, kMaxDecodeSteps));
     cmd->add_flag("--free-running", args->freeRunning, "each policy generates its own text (default: teacher-forced)");
     auto* c = cmd->add_option("--continuation", args->continuation, "teacher-forced reference text (default: the full cache's own choices)");
     cmd->add_option("--continuation-ids", args->continuationIds, "teacher-forced reference as token ids")->excludes(c);

@@ -201,11 +201,14 @@ void addExportCommand(CLI::App& app) {
     cmd->add_option("--session", args->session, "a saved session (.kvlens.json) instead of --prompt/--policy (with --model: run on that model)");
     cmd->add_option("--show", args->show, "the run to export: a policy id or label, or full (default: the first policy)");
     cmd->add_option("--table", args->table, "attention | status | scores | budgets | metrics (a figure: attention heatmap or status strips)")->capture_default_str();
-    cmd->add_option("--layer", args->layer, "layer (default: the session's view, or 0)");
-    cmd->add_option("--head", args->head, "query head of the attention map (default: the session's view, or 0)");
-    cmd->add_option("--kv-head", args->kvHead, "KV head for status/scores (default: the query head's group)");
-    cmd->add_option("--steps", args->steps, "decode steps before the snapshot (default 0, or the session's)");
-    cmd->add_option("--scale", args->scale, "PNG scale factor (device pixels per point)")->capture_default_str();
+    cmd->add_option("--layer", args->layer, "layer (default: the session's view, or 0)")->check(wholeNumber(0, kMaxIndex));
+    cmd->add_option("--head", args->head, "query head of the attention map (default: the session's view, or 0)")
+        ->check(wholeNumber(0, kMaxIndex));
+    cmd->add_option("--kv-head", args->kvHead, "KV head for status/scores (default: the query head's group)")
+        ->check(wholeNumber(0, kMaxIndex));
+    cmd->add_option("--steps", args->steps, "decode steps before the snapshot (default 0, or the session's)")
+        ->check(wholeNumber(0, kMaxDecodeSteps));
+    cmd->add_option("--scale", args->scale, "PNG scale factor (device pixels per point)")->capture_default_str()->check(finiteReal());
     cmd->add_option("--colour-scale", args->colourScale, "figure colour scale: linear | log | power (default: the session's, or power)");
     cmd->add_flag("--all-policies", args->allPolicies, "export every run (full and each policy): --out is a folder");
     cmd->add_flag("--all-layers", args->allLayers, "export every layer (with --all-heads: every layer x head): --out is a folder");

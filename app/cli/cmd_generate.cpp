@@ -95,7 +95,7 @@ void addGenerateCommand(CLI::App& app) {
     args->model.add(*cmd);
     args->prompt.add(*cmd);
     args->policy.add(*cmd, /*repeatable=*/false);
-    cmd->add_option("--steps", args->steps, "tokens to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
+    cmd->add_option("--steps", args->steps, "tokens to generate")->capture_default_str()->check(wholeNumber(0, kMaxDecodeSteps));
     args->sampling.add(*cmd);
     cmd->add_flag("--ignore-eos", args->ignoreEos, "keep generating after the end-of-sequence token");
     cmd->add_flag("--json", args->json, "print JSON with the prompt and generated ids");

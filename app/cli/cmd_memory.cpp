@@ -35,7 +35,7 @@ void runMemory(const MemoryArgs& a) {
     KvShape shape{c.numLayers, c.numHeads, c.numKvHeads, c.headDim, 4};
     if (a.dtype == "bf16" || a.dtype == "f16") shape.elementBytes = 2;
     else if (a.dtype != "f32") throw ArgumentError("--dtype must be f32, bf16 or f16 (got '" + a.dtype + "')");
-    const std::vector<int64_t> contexts = parseIdList(a.contexts, "--contexts");
+    const std::vector<int64_t> contexts = parseIdList(a.contexts, "--contexts", "context length");
     for (int64_t T : contexts)
         if (T < 1) throw ArgumentError("--contexts: " + std::to_string(T) + " is not a context length (expected >= 1)");
     const bool withBudget = !a.budget.empty();
@@ -53,7 +53,7 @@ void runMemory(const MemoryArgs& a) {
         w.kind = a.whatIfKvHeads > 0 ? KvWhatIf::Kind::MergeHeads : KvWhatIf::Kind::ShareLayers;
         w.value = a.whatIfKvHeads > 0 ? a.whatIfKvHeads : a.whatIfShareLayers;
         WhatIfNeedle needle;
-        needle.contexts = a.whatIfNeedle == "none" ? std::vector<int64_t>{} : parseIdList(a.whatIfNeedle, "--what-if-needle");
+        needle.contexts = a.whatIfNeedle == "none" ? std::vector<int64_t>{} : parseIdList(a.whatIfNeedle, "--what-if-needle", "context length");
         const std::shared_ptr<const Model> model = Model::load(a.model.dir());
         std::optional<Tokenizer> tok = tokenizerFor(a.model.dir());
         const std::vector<int64_t> ids = a.prompt.resolve(tok ? &*tok : nullptr);
@@ -133,10 +133,12 @@ void addMemoryCommand(CLI::App& app) {
     args->prompt.add(*cmd);
     auto* heads = cmd->add_option("--what-if-kv-heads", args->whatIfKvHeads,
                                   "also run the model with its KV heads merged to N (mean-pooled K/V projections) on "
-                                  "the prompt and report KL / top-1 and needle scores against the model as trained");
+                                  "the prompt and report KL / top-1 and needle scores against the model as trained")
+                      ->check(wholeNumber(1, kMaxIndex));
     cmd->add_option("--what-if-share-layers", args->whatIfShareLayers,
                     "the same with every K consecutive layers reading the K/V of their first layer (CLA-style)")
-        ->excludes(heads);
+        ->excludes(heads)
+        ->check(wholeNumber(1, kMaxIndex));
     cmd->add_option("--what-if-needle", args->whatIfNeedle,
                     "context lengths of the what-if's needle probes (3 depths x 2 seeds each), or none")
         ->capture_default_str();

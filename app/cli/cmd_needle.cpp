@@ -56,7 +56,7 @@ std::vector<BudgetSpec> budgets(const PolicyArgs& p) {
 
 eval::NeedleGridOptions gridOptions(const NeedleArgs& a) {
     eval::NeedleGridOptions o;
-    o.contexts = parseIdList(a.contexts, "--contexts");
+    o.contexts = parseIdList(a.contexts, "--contexts", "context length");
     for (int64_t c : o.contexts)
         if (c < 1) throw ArgumentError("--contexts: a context length must be positive, got " + std::to_string(c));
     o.depths.clear();
@@ -152,9 +152,11 @@ void addNeedleCommand(CLI::App& app) {
     cmd->get_option("--budget")->description("cache budget(s) per KV head: N tokens or R% of the prompt; a comma list runs each");
     cmd->add_option("--contexts", args->contexts, "context lengths in tokens, e.g. 512,1024")->capture_default_str();
     cmd->add_option("--depths", args->depths, "needle depths in percent of the haystack, e.g. 0,50,100")->capture_default_str();
-    cmd->add_option("--samples", args->samples, "probes per cell (seeds --seed, --seed+1, ...)")->capture_default_str()->check(CLI::PositiveNumber);
+    cmd->add_option("--samples", args->samples, "probes per cell (seeds --seed, --seed+1, ...)")->capture_default_str()->check(wholeNumber(1, 100000));
     cmd->add_option("--seed", args->seed, "seed of the first probe")->capture_default_str();
-    cmd->add_option("--max-new-tokens", args->maxNew, "tokens each run answers with (0: the answer's length + 2)")->capture_default_str();
+    cmd->add_option("--max-new-tokens", args->maxNew, "tokens each run answers with (0: the answer's length + 2)")
+        ->capture_default_str()
+        ->check(wholeNumber(0, kMaxDecodeSteps));
     cmd->add_option("--haystack-file", args->haystackFile, "real models: text to hide the needle in (repeated to fill)");
     cmd->add_option("--needle", args->needle, "real models: the needle sentence");
     cmd->add_option("--question", args->question, "real models: the question asked at the end");
@@ -164,7 +166,7 @@ void addNeedleCommand(CLI::App& app) {
     cmd->add_option("--figure", args->figure,
                     "draw the grid to FILE.png|svg|pdf (x = depth, y = context, colour = exact match; one panel "
                     "per policy and budget), as the GUI's Export needle grid");
-    cmd->add_option("--scale", args->scale, "PNG device pixels per point for --figure")->capture_default_str();
+    cmd->add_option("--scale", args->scale, "PNG device pixels per point for --figure")->capture_default_str()->check(finiteReal());
     cmd->add_flag("--quiet", args->quiet, "no progress on stderr");
     cmd->callback([args] { runNeedle(*args); });
 }

@@ -453,11 +453,12 @@ void addSweepCommand(CLI::App& app) {
     };
     auto figureArgs = [&](CLI::App* sub) {
         sub->add_option("--format", args->format, "figure format: png, svg or pdf")->capture_default_str();
-        sub->add_option("--scale", args->scale, "PNG device pixels per point")->capture_default_str();
+        sub->add_option("--scale", args->scale, "PNG device pixels per point")->capture_default_str()->check(finiteReal());
     };
     auto* plan = cmd->add_subcommand("plan", "print the probes and cells and how they split into shards");
     fileArg(plan);
-    plan->add_option("--shards", args->shards, "split into N shards (default: the file's \"shards\")")->check(CLI::PositiveNumber);
+    plan->add_option("--shards", args->shards, "split into N shards (default: the file's \"shards\")")
+        ->check(wholeNumber(1, kMaxShards));
     plan->callback([args] { runPlan(*args); });
 
     auto* run = cmd->add_subcommand("run", "run the sweep's missing probes: one shard (--shard I/N), or all in a local "
@@ -466,7 +467,7 @@ void addSweepCommand(CLI::App& app) {
     run->add_option("--shard", args->shard, "run only shard I of N (0-based), e.g. 2/4, and merge what is done");
     run->add_option("--workers", args->workers, "local pool: worker processes, each running one shard")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(wholeNumber(1, maxThreads(), "in [1, 2x CPUs]"));
     run->add_flag("--quiet", args->quiet, "no progress on stderr");
     run->add_flag("--no-merge", args->noMerge, "do not merge when done");
     figureArgs(run);
@@ -490,7 +491,8 @@ void addSweepCommand(CLI::App& app) {
                                                  "(squeue) and merge when it ends");
     fileArg(submit);
     submit->add_flag("--slurm", args->slurm, "submit to Slurm (required: the back end)");
-    submit->add_option("--shards", args->shards, "array tasks: N shards (default: the file's \"shards\")")->check(CLI::PositiveNumber);
+    submit->add_option("--shards", args->shards, "array tasks: N shards (default: the file's \"shards\")")
+        ->check(wholeNumber(1, kMaxShards));
     submit->add_option("--partition", args->partition, "sbatch --partition");
     submit->add_option("--gres", args->gres, "sbatch --gres, e.g. gpu:1");
     submit->add_option("--time", args->time, "sbatch --time, e.g. 02:00:00");
@@ -503,7 +505,8 @@ void addSweepCommand(CLI::App& app) {
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     submit->add_flag("--dry-run", args->dryRun, "print the sbatch script; submit nothing");
     submit->add_flag("--no-wait", args->noWait, "submit and return (then `sweep status` / `sweep merge`)");
-    submit->add_option("--poll", args->poll, "seconds between squeue polls")->capture_default_str()->check(CLI::PositiveNumber);
+    submit->add_option("--poll", args->poll, "seconds between squeue polls")->capture_default_str()->check(finiteReal())
+        ->check(CLI::Range(0.01, 3600.0));
     submit->add_flag("--quiet", args->quiet, "no progress on stderr");
     figureArgs(submit);
     submit->callback([args] {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <type_traits>
 
 #include "app/cli/common.h"
 #include "core/error.h"
@@ -21,6 +22,8 @@ struct TrainArgs {
     template <class T>
     void add(CLI::App& cmd, T TrainOptions::*field, const std::string& name, const std::string& help) {
         CLI::Option* opt = cmd.add_option(name, o.*field, help)->capture_default_str();
+        if constexpr (std::is_same_v<T, double>) opt->check(finiteReal());
+        if constexpr (std::is_same_v<T, int64_t>) opt->check(wholeNumber(0, 1000000000));
         flags.push_back({opt, [field](TrainOptions& dst, const TrainOptions& src) { dst.*field = src.*field; }});
     }
 };

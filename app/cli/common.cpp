@@ -1,5 +1,7 @@
 #include "app/cli/common.h"
 
+#include <charconv>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -18,7 +20,9 @@ void ModelArgs::add(CLI::App& app, bool withDevice) {
     if (!withDevice) return;
     app.add_option("--device", run.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
     app.add_option("--dtype", run.dtype, "auto (f32 on CPU, bf16 on CUDA) | f32 | f16 | bf16")->capture_default_str();
-    app.add_option("--threads", run.threads, "CPU threads (0: LibTorch default)")->capture_default_str();
+    app.add_option("--threads", run.threads, "CPU threads (0: LibTorch default)")
+        ->capture_default_str()
+        ->check(wholeNumber(0, maxThreads(), "in [0, 2x CPUs]"));
     app.add_flag("--allow-long-context", allowLongContext,
                  "run past " + std::to_string(kHardContextFactor) + "x the model's max_position_embeddings (refused otherwise)");
 }
@@ -91,8 +95,8 @@ BudgetSpec PolicyArgs::budgetSpec() const {
 
 void SamplingArgs::add(CLI::App& app) {
     auto* g = app.add_flag("--greedy", greedy, "argmax decoding (the default)");
-    app.add_option("--temperature", temperature, "sample at this temperature (> 0)")->excludes(g);
-    app.add_option("--top-p", topP, "nucleus sampling mass in (0, 1]")->capture_default_str();
+    app.add_option("--temperature", temperature, "sample at this temperature (> 0)")->excludes(g)->check(finiteReal());
+    app.add_option("--top-p", topP, "nucleus sampling mass in (0, 1]")->capture_default_str()->check(finiteReal());
     app.add_option("--seed", seed, "sampling seed")->capture_default_str();
 }
 
@@ -147,7 +151,32 @@ void writeOutput(const std::string& path, const std::string& text) {
 
 std::string PromptArgs::promptText() const { return file.empty() ? text : readTextFile(file, "--prompt-file"); }
 
-std::vector<int64_t> parseIdList(const std::string& text, const std::string& flag) {
+CLI::Validator wholeNumber(int64_t lo, int64_t hi, const std::string& shown) {
+    const std::string range = "a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+    return CLI::Validator(
+        [lo, hi, range](std::string& text) -> std::string {
+            int64_t v = 0;
+            const char* end = text.data() + text.size();
+            const auto [stop, ec] = std::from_chars(text.data(), end, v);
+            if (ec != std::errc() || stop != end || v < lo || v > hi) return "expected " + range + ", got '" + text + "'";
+            return {};
+        },
+        shown.empty() ? "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]" : shown);
+}
+
+CLI::Validator finiteReal() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            double v = 0;
+            const char* end = text.data() + text.size();
+            const auto [stop, ec] = std::from_chars(text.data(), end, v);
+            if (ec != std::errc() || stop != end || !std::isfinite(v)) return "expected a finite number, got '" + text + "'";
+            return {};
+        },
+        "finite");
+}
+
+std::vector<int64_t> parseIdList(const std::string& text, const std::string& flag, const std::string& what) {
     std::vector<int64_t> out;
     std::stringstream ss(text);
     std::string item;
@@ -155,10 +184,10 @@ std::vector<int64_t> parseIdList(const std::string& text, const std::string& fla
         const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
         const std::string t = b == std::string::npos ? "" : item.substr(b, e - b + 1);
         if (t.empty() || t.size() > 12 || t.find_first_not_of("0123456789") != std::string::npos)
-            throw ArgumentError(flag + ": '" + t + "' is not a token id (expected non-negative integers separated by commas)");
+            throw ArgumentError(flag + ": '" + t + "' is not a " + what + " (expected whole numbers from 0 to 999999999999, separated by commas)");
         out.push_back(std::stoll(t));
     }
-    if (out.empty()) throw ArgumentError(flag + ": no token ids given");
+    if (out.empty()) throw ArgumentError(flag + ": nothing given (expected whole numbers separated by commas)");
     return out;
 }
 

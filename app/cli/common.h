@@ -13,6 +13,7 @@
 #include "core/model/device.h"
 #include "core/policy/budget.h"
 #include "core/policy/policy_info.h"
+#include "core/run/context_limit.h"
 #include "core/run/sampler_options.h"
 #include "core/run/session.h"
 #include "core/tokenizer/tokenizer.h"
@@ -77,11 +78,25 @@ struct SamplingArgs {
     SamplingOptions options() const;
 };
 
+// Checks of numeric options on the text as typed, before CLI11 converts it
+// (it saturates 99999999999999999999 to 2^63-1, and takes nan and inf):
+// a whole number in [lo, hi], or a finite real. A refusal reads
+// "--steps: expected a whole number from 0 to 1000000, got '…'".
+// `shown` replaces "in [lo, hi]" in --help where the bound depends on the machine.
+CLI::Validator wholeNumber(int64_t lo, int64_t hi, const std::string& shown = "");
+// The bound of a layer or head index as typed; the model's own range is
+// checked once it is loaded.
+constexpr int64_t kMaxIndex = 1000000;
+// Shards of a sweep.
+constexpr int64_t kMaxShards = 100000;
+CLI::Validator finiteReal();
+
 // The registry as --help text: every policy with its parameters and defaults.
 std::string policyHelp();
 
-// "1, 2,3" -> {1,2,3}; throws ArgumentError naming the bad element.
-std::vector<int64_t> parseIdList(const std::string& text, const std::string& flag);
+// "1, 2,3" -> {1,2,3}; throws ArgumentError naming the bad element as not
+// a `what` ("token id", "context length").
+std::vector<int64_t> parseIdList(const std::string& text, const std::string& flag, const std::string& what = "token id");
 // The tokenizer.json beside a model, or nullopt when the directory has none.
 std::optional<Tokenizer> tokenizerFor(const std::filesystem::path& modelDir);
 // A text input (--prompt-file, --haystack-file): a regular file or a pipe

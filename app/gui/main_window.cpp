@@ -28,6 +28,7 @@
 #include "app/gui/file_actions.h"
 #include "core/error.h"
 #include "core/model/device.h"
+#include "core/model/config.h"
 #include "core/model/llama2c.h"
 #include "core/paths.h"
 #include "core/io/session_setup.h"
@@ -736,16 +737,14 @@ QString MainWindow::applySession(const SessionFile& s) {
     std::string note;
     try {
         dir = sessionModelDir(s);
+        checkSessionView(s, loadConfig(dir / "config.json"));
         for (const auto& spec : s.policies) policies.push_back(parsePolicySpec(spec));
-        if (!s.budgets.empty())
-            budget = parseLayerBudgets(s.budgets);
-        else if (!s.budget.empty())
-            budget = parseBudget(s.budget);
+        if (auto saved = sessionBudget(s)) budget = std::move(*saved);
         if (s.view.colourScale != "linear" && s.view.colourScale != "log" && s.view.colourScale != "power")
             throw ArgumentError("view.colour_scale '" + s.view.colourScale + "' is not linear, log or power");
         note = fingerprintNote(s, dir);
-        // A clamped budget (0, negative, above 100%) runs; the editor shows
-        // the clamped value, the status bar says why.
+        // A budget above 100% runs clamped; the editor shows the clamped
+        // value, the status bar says why (zero or less is refused).
         if (!budget.note.empty()) note = budget.note + (note.empty() ? "" : "; " + note);
     } catch (const std::exception& e) {
         return QString::fromStdString(e.what());

@@ -8,9 +8,11 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <tuple>
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/run/context_limit.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -152,7 +154,9 @@ SessionFile sessionFromJson(const json& j, const std::string& source) {
         throw FormatError(source, "\"question.mode\" '" + s.questionMode + "' is not aware or agnostic");
     s.calibration = optional<std::string>(j, "calibration", "", source);
     s.decodeSteps = optional<int64_t>(j, "decode_steps", s.decodeSteps, source);
-    if (s.decodeSteps < 0) throw FormatError(source, "\"decode_steps\" must not be negative");
+    if (s.decodeSteps < 0 || s.decodeSteps > kMaxDecodeSteps)
+        throw FormatError(source, "\"decode_steps\" is " + std::to_string(s.decodeSteps) + ": expected 0 to " +
+                                      std::to_string(kMaxDecodeSteps));
     s.teacherForced = optional<bool>(j, "teacher_forced", s.teacherForced, source);
     const json sampling = optional<json>(j, "sampling", json::object(), source);
     s.greedy = optional<bool>(sampling, "greedy", s.greedy, source);
@@ -164,6 +168,17 @@ SessionFile sessionFromJson(const json& j, const std::string& source) {
     s.view.head = optional<int64_t>(view, "head", 0, source);
     s.view.step = optional<int64_t>(view, "step", -1, source);
     s.view.colourScale = optional<std::string>(view, "colour_scale", "power", source);
+    // The model's own layer and head counts are checked where the session
+    // meets its model (checkSessionView).
+    for (const auto& [name, v, least] : {std::tuple{"view.layer", s.view.layer, int64_t{0}},
+                                         std::tuple{"view.head", s.view.head, int64_t{0}},
+                                         std::tuple{"view.step", s.view.step, int64_t{-1}}})
+        if (v < least)
+            throw FormatError(source, "\"" + std::string(name) + "\" is " + std::to_string(v) + ": expected " +
+                                          std::to_string(least) + " or more");
+    if (!(s.temperature >= 0) || !(s.topP > 0 && s.topP <= 1))
+        throw FormatError(source, "\"sampling\": temperature must be 0 or more and top_p in (0, 1] (got " +
+                                      std::to_string(s.temperature) + ", " + std::to_string(s.topP) + ")");
     for (const json& script : optional<json>(j, "scripts", json::array(), source)) {
         if (!script.is_object()) throw FormatError(source, "\"scripts\" must hold objects with \"file\" and \"fingerprint\"");
         s.scripts[field<std::string>(script, "file", source)] = optional<std::string>(script, "fingerprint", "", source);

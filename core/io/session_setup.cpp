@@ -1,6 +1,9 @@
 #include "core/io/session_setup.h"
 
+#include <tuple>
+
 #include "core/error.h"
+#include "core/model/config.h"
 #include "core/paths.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -28,15 +31,35 @@ std::string fingerprintNote(const SessionFile& file, const fs::path& modelDir) {
     return note;
 }
 
+std::optional<BudgetSpec> sessionBudget(const SessionFile& file) {
+    const bool layers = !file.budgets.empty();
+    if (!layers && file.budget.empty()) return std::nullopt;
+    const std::string field = layers ? "budgets" : "budget", text = layers ? file.budgets : file.budget;
+    try {
+        BudgetSpec spec = layers ? parseLayerBudgets(text) : parseBudget(text);
+        if (spec.raised)
+            throw ArgumentError("'" + text + "' holds a budget of zero or less: expected " +
+                                (layers ? "whole numbers of at least 1, one per layer" : "tokens (64) or a percentage above 0 (25%)"));
+        return spec;
+    } catch (const ArgumentError& e) {
+        throw ArgumentError("the session's \"" + field + "\": " + e.what());
+    }
+}
+
+void checkSessionView(const SessionFile& file, const ModelConfig& config) {
+    for (const auto& [name, v, n, what] : {std::tuple{"view.layer", file.view.layer, config.numLayers, "layers"},
+                                           std::tuple{"view.head", file.view.head, config.numHeads, "query heads"}})
+        if (v >= n)
+            throw ArgumentError("the session's \"" + std::string(name) + "\" is " + std::to_string(v) + ": the model has " +
+                                std::to_string(n) + " " + what + ", 0 to " + std::to_string(n - 1));
+}
+
 SessionOptions sessionOptionsFrom(const SessionFile& file, std::shared_ptr<const Tokenizer> tokenizer) {
     if (!tokenizer) throw ArgumentError("a session needs the model's tokenizer.json to encode its prompt");
     SessionOptions o;
     for (int32_t id : tokenizer->encode(file.prompt)) o.prompt.push_back(id);
     for (const auto& p : file.policies) o.policies.push_back(parsePolicySpec(p));
-    if (!file.budgets.empty())
-        o.budget = parseLayerBudgets(file.budgets);
-    else if (!file.budget.empty())
-        o.budget = parseBudget(file.budget);
+    if (auto budget = sessionBudget(file)) o.budget = std::move(*budget);
     o.teacherForced = file.teacherForced;
     o.sampling.greedy = file.greedy;
     o.sampling.temperature = file.temperature;

@@ -51,6 +51,7 @@ BudgetSpec parseBudget(const std::string& raw) {
             throw ArgumentError("budget '" + raw + "' is not a percentage; " + kBudgetForms);
         if (v <= 0) {
             spec.value = 1;
+            spec.raised = true;
             spec.note = "budget " + t + " raised to 1 token (a cache holds at least one entry per head)";
             return spec;
         }
@@ -62,7 +63,8 @@ BudgetSpec parseBudget(const std::string& raw) {
     int64_t tokens = 0;
     if (!text::parseInt(t, &tokens)) throw ArgumentError("budget '" + raw + "' is not a whole number; " + kBudgetForms);
     spec.value = static_cast<double>(std::max<int64_t>(tokens, 1));
-    if (tokens < 1) spec.note = "budget " + t + " raised to 1 token (a cache holds at least one entry per head)";
+    spec.raised = tokens < 1;
+    if (spec.raised) spec.note = "budget " + t + " raised to 1 token (a cache holds at least one entry per head)";
     return spec;
 }
 
@@ -72,7 +74,10 @@ BudgetSpec parseLayerBudgets(const std::string& raw) {
         int64_t v = 0;
         if (!text::parseInt(text::trimmed(item), &v))
             throw ArgumentError("per-layer budgets '" + raw + "': '" + item + "' is not a whole number");
-        if (v < 1) spec.note = "per-layer budgets below 1 raised to 1 ('" + raw + "')";
+        if (v < 1) {
+            spec.raised = true;
+            spec.note = "per-layer budgets below 1 raised to 1 ('" + raw + "')";
+        }
         spec.perLayer.push_back(std::max<int64_t>(v, 1));
     }
     if (spec.perLayer.empty())

@@ -17,6 +17,7 @@ struct BudgetSpec {
     double value = 0;                 // tokens, or percent of the prompt length
     std::vector<int64_t> perLayer;    // --budgets b0,b1,... (custom allocator); overrides value
     std::string note;                 // how the text given was clamped, empty if it was not
+    bool raised = false;              // a value of zero or less was raised to 1 (the note says so)
     std::string text() const;         // "64", "25%", "64,48,32"
 };
 

@@ -13,6 +13,11 @@ namespace kvlens {
 
 constexpr int64_t kHardContextFactor = 4;
 
+// The most decode steps a run may ask for (CLI --steps, a session's
+// "decode_steps", a lesson's, a sweep's): far past any model's context, and
+// small enough that prompt + steps cannot overflow the length checks.
+constexpr int64_t kMaxDecodeSteps = 1000000;
+
 struct ContextCheck {
     enum class Level { Ok, Warn, Refuse } level = Level::Ok;
     std::string message;  // one sentence; empty when Ok

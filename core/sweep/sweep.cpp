@@ -12,6 +12,7 @@
 #include "core/io/json_fields.h"
 #include "core/io/session_file.h"
 #include "core/read_file.h"
+#include "core/run/context_limit.h"
 #include "core/study/needle_io.h"
 #include "core/safe_file.h"
 #include "core/paths.h"
@@ -66,6 +67,30 @@ double metricFrom(const json& j, const char* name) {
 fs::path resolveAgainst(const fs::path& base, const std::string& p) {
     const fs::path path(p);
     return (path.is_absolute() ? path : base / path).lexically_normal();
+}
+
+// Each axis lists a value once, however it is spelled ("25%" and "25.0%",
+// "snapkv" and "snapkv:window=32" at its default, "m" and "./m"): the
+// same cells would run twice and be counted twice.
+void refuseRepeats(const SweepSpec& s) {
+    auto check = [](const char* axis, const std::vector<std::string>& keys) {
+        std::set<std::string> seen;
+        for (const auto& k : keys)
+            if (!seen.insert(k).second)
+                throw ArgumentError("\"" + std::string(axis) + "\" lists " + k + " twice (perhaps spelled differently)");
+    };
+    std::vector<std::string> keys;
+    auto axis = [&](const char* name, const auto& values, auto key) {
+        keys.clear();
+        for (const auto& v : values) keys.push_back(key(v));
+        check(name, keys);
+    };
+    axis("contexts", s.contexts, [](int64_t c) { return std::to_string(c); });
+    axis("depths", s.depths, [](double d) { return number(d * 100.0); });
+    axis("seeds", s.seeds, [](uint64_t v) { return std::to_string(v); });
+    axis("policies", s.policies, [](const PolicyConfig& p) { return p.spec(); });
+    axis("budgets", s.budgets, [](const BudgetSpec& b) { return b.text(); });
+    axis("models", s.modelDirs, [](const fs::path& d) { return fs::weakly_canonical(d).string(); });
 }
 
 }  // namespace
@@ -143,18 +168,15 @@ SweepSpec parseSweep(const json& j, const fs::path& file) {
         if (s.depths.empty()) throw ArgumentError("\"depths\" is empty");
         s.seeds = jsonField<std::vector<uint64_t>>(j, "", "seeds", {1});
         if (s.seeds.empty()) throw ArgumentError("\"seeds\" is empty");
-        for (const auto* axis : {"contexts", "depths", "seeds", "policies", "budgets", "models"}) {
-            if (!j.contains(axis)) continue;
-            std::set<std::string> seen;
-            for (const auto& v : j.at(axis))
-                if (!seen.insert(v.dump()).second) throw ArgumentError("\"" + std::string(axis) + "\" lists " + v.dump() + " twice");
-        }
+        refuseRepeats(s);
 
         json fingerprint = json::object();
         const json needle = jsonField<json>(j, "", "needle", json::object());
         if (!needle.is_object()) throw ArgumentError("\"needle\" is not an object");
         s.maxNewTokens = jsonField<int64_t>(needle, "needle.", "max_new_tokens", 0);
-        if (s.maxNewTokens < 0) throw ArgumentError("\"needle.max_new_tokens\" must not be negative");
+        if (s.maxNewTokens < 0 || s.maxNewTokens > kMaxDecodeSteps)
+            throw ArgumentError("\"needle.max_new_tokens\" is " + std::to_string(s.maxNewTokens) + ": expected 0 to " +
+                                std::to_string(kMaxDecodeSteps));
         fingerprint["max_new_tokens"] = s.maxNewTokens;
         const std::string hay = jsonField<std::string>(needle, "needle.", "haystack_file", "");
         if (!hay.empty() || needle.contains("needle") || needle.contains("question") || needle.contains("answer")) {
@@ -170,7 +192,9 @@ SweepSpec parseSweep(const json& j, const fs::path& file) {
         const json fid = jsonField<json>(j, "", "fidelity", json::object());
         if (!fid.is_object()) throw ArgumentError("\"fidelity\" is not an object");
         s.fidelitySteps = jsonField<int64_t>(fid, "fidelity.", "steps", 32);
-        if (s.fidelitySteps < 1) throw ArgumentError("\"fidelity.steps\" must be at least 1");
+        if (s.fidelitySteps < 1 || s.fidelitySteps > kMaxDecodeSteps)
+            throw ArgumentError("\"fidelity.steps\" is " + std::to_string(s.fidelitySteps) + ": expected 1 to " +
+                                std::to_string(kMaxDecodeSteps));
         const std::string text = jsonField<std::string>(fid, "fidelity.", "text_file", "");
         const bool fidelity = std::find(s.tasks.begin(), s.tasks.end(), Task::Fidelity) != s.tasks.end();
         if (fidelity) {
@@ -190,7 +214,8 @@ SweepSpec parseSweep(const json& j, const fs::path& file) {
         for (const auto& p : s.policies)
             if (!p.info().file.empty()) fingerprint["scripts"][p.label()] = scriptFingerprint(p.info().file);
         s.shards = jsonField<int>(j, "", "shards", 1);
-        if (s.shards < 1) throw ArgumentError("\"shards\" must be at least 1");
+        if (s.shards < 1 || s.shards > 100000)
+            throw ArgumentError("\"shards\" is " + std::to_string(s.shards) + ": expected 1 to 100000");
         s.fingerprint = hex64(fnv1a(fingerprint.dump()));
     } catch (const ArgumentError& e) {
         throw FormatError(file.string(), e.what());

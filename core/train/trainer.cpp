@@ -207,9 +207,17 @@ void validate(const TrainOptions& o) {
     if (o.until < 0 || o.until > o.steps)
         throw ArgumentError("train: --until " + std::to_string(o.until) + " must lie in [0, --steps " +
                             std::to_string(o.steps) + "] (0: no early stop)");
-    if (o.lr <= 0 || o.minLr < 0 || o.minLr > o.lr) throw ArgumentError("train: need 0 <= min lr <= lr, lr > 0");
-    if (o.needleFraction < 0 || o.needleFraction > 1) throw ArgumentError("train: needle fraction outside [0, 1]");
-    if (!(o.answerWeight > 0)) throw ArgumentError("train: the answer weight must be > 0");
+    // Written so that NaN fails each test (a NaN learning rate trained a NaN model and exited 0).
+    auto need = [](bool ok, const char* flag, double v, const char* range) {
+        if (!ok) throw ArgumentError(std::string("train: ") + flag + " is " + std::to_string(v) + ": expected " + range);
+    };
+    need(o.lr > 0 && std::isfinite(o.lr), "--lr", o.lr, "a finite number > 0");
+    need(o.minLr >= 0 && o.minLr <= o.lr, "--min-lr", o.minLr, "0 to --lr");
+    need(o.weightDecay >= 0 && std::isfinite(o.weightDecay), "--weight-decay", o.weightDecay, "a finite number >= 0");
+    need(o.gradClip > 0 && std::isfinite(o.gradClip), "--grad-clip", o.gradClip, "a finite number > 0");
+    need(o.needleFraction >= 0 && o.needleFraction <= 1, "--needle-fraction", o.needleFraction, "0 to 1");
+    need(o.answerWeight > 0 && std::isfinite(o.answerWeight), "--answer-weight", o.answerWeight, "a finite number > 0");
+    need(o.ropeTheta > 0 && std::isfinite(o.ropeTheta), "--rope-theta", o.ropeTheta, "a finite number > 0");
     eval::applyCorpusMix({}, o.mix);  // throws naming the bad item
     eval::applyCorpusMix(eval::needleStyleOptions(), o.needleMix);
     parseOffsets(o.positionalHeads);
@@ -217,6 +225,13 @@ void validate(const TrainOptions& o) {
         if (s.seqLen > o.maxPositions)
             throw ArgumentError("train: curriculum length " + std::to_string(s.seqLen) + " exceeds max positions " +
                                 std::to_string(o.maxPositions));
+}
+
+bool allFinite(const std::vector<at::Tensor>& params) {
+    at::NoGradGuard noGrad;
+    for (const auto& p : params)
+        if (!p.isfinite().all().item<bool>()) return false;
+    return true;
 }
 
 // Scales all gradients so that their global L2 norm is at most maxNorm (our
@@ -537,8 +552,18 @@ TrainResult train(const TrainOptions& o, const TrainProgress& progress) {
             correct.facts += c.facts;
             correct.answers += c.answers;
         }
-        clipGradients(params, o.gradClip);
-        opt.step();
+        // A loss or a weight that is no longer a number would be written into
+        // every later checkpoint: stop, keeping the last checkpoint as it was.
+        const bool lossFinite = std::isfinite(rep.loss);
+        if (lossFinite) {
+            clipGradients(params, o.gradClip);
+            opt.step();
+        }
+        if (!lossFinite || !allFinite(params)) {
+            const std::string what = lossFinite ? "the weights stopped being numbers" : "the loss is " + std::to_string(rep.loss);
+            throw ArgumentError("train: " + what + " at step " + std::to_string(step + 1) + " (learning rate " +
+                                std::to_string(rep.lr) + " too high?): stopped; the last checkpoint is kept as it was");
+        }
         rep.step = step + 1;
         rep.factAccuracy = facts ? double(correct.facts) / double(facts) : -1.0;
         rep.answerAccuracy = answers ? double(correct.answers) / double(answers) : -1.0;

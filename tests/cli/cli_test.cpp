@@ -303,8 +303,32 @@ TEST_F(CliTest, BenchReportsRatiosPolicyTimeMemoryAndTargets) {
     EXPECT_NEAR(j["rows"][1]["kv_bytes_share"].get<double>(), 10.0 / 46.0, 1e-9);
     expectOneLineError("bench --synthetic gpt5 --context 8", "--synthetic: unknown shape 'gpt5'");
     // A count past what a machine can use is refused before it starts threads (issue 50).
-    expectOneLineError("bench --threads 100000 --context 8 --steps 1", "--threads is 100000: expected 0");
-    expectOneLineError("generate --threads 100000 --prompt-ids 1,2 --steps 1", "--threads is 100000: expected 0");
+    expectOneLineError("bench --threads 100000 --context 8 --steps 1", "--threads: expected a whole number from 0 to");
+    expectOneLineError("generate --threads 100000 --prompt-ids 1,2 --steps 1", "--threads: expected a whole number from 0 to");
+}
+
+// Numbers are checked as typed, before anything runs: a count past its bound
+// (99999999999999999999 saturated to 2^63-1, and prompt + steps overflowed
+// past the context check: the run went on forever) and reals that are not
+// finite are one line naming the option and the range (issue 50).
+TEST_F(CliTest, NumbersPastTheirBoundsAreRefusedAsTyped) {
+    const std::string m = " --model " + quote(model()), huge = "99999999999999999999";
+    const std::string steps = "--steps: expected a whole number from 0 to 1000000, got '" + huge + "'";
+    expectOneLineError("generate" + m + " --prompt-ids 1,2 --steps " + huge, steps);
+    expectOneLineError("compare" + m + " --prompt-ids 1,2 --policy h2o --budget 2 --steps 9223372036854775807",
+                       "--steps: expected a whole number from 0 to 1000000");
+    expectOneLineError("export" + m + " --prompt-ids 1,2 --table metrics --out x.csv --steps " + huge, steps);
+    expectOneLineError("needle" + m + " --contexts 32 --max-new-tokens " + huge, "--max-new-tokens: expected a whole number");
+    expectOneLineError("bench --context 8 --steps " + huge, "--steps: expected a whole number from 1 to 1000000");
+    expectOneLineError("export" + m + " --prompt-ids 1,2 --out x.csv --layer " + huge, "--layer: expected a whole number");
+    expectOneLineError("generate" + m + " --prompt-ids 1,2 --temperature nan", "--temperature: expected a finite number, got 'nan'");
+    expectOneLineError("generate" + m + " --prompt-ids 1,2 --temperature 1 --top-p inf", "--top-p: expected a finite number");
+    expectOneLineError("export" + m + " --prompt-ids 1,2 --out x.png --scale nan", "--scale: expected a finite number");
+    expectOneLineError("train --out never --lr nan", "--lr: expected a finite number, got 'nan'");
+    expectOneLineError("train --out never --steps " + huge, "--steps: expected a whole number from 0 to 1000000000");
+    expectOneLineError("memory" + m + " --contexts 64,x", "--contexts: 'x' is not a context length");
+    expectOneLineError("memory" + m + " --prompt hi --what-if-kv-heads 0", "--what-if-kv-heads: expected a whole number from 1");
+    EXPECT_FALSE(fs::exists("never")) << "a refused train made its folder";
 }
 
 // No command writes over a file it reads (by identity, not by name), into a

@@ -27,7 +27,10 @@
 #include "widgets/memory_view.h"
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "app/gui/file_actions.h"
 #include "app/gui/main_window.h"
@@ -462,14 +465,29 @@ private Q_SLOTS:
         unknown.policies = {"nosuch"};
         QVERIFY(!w.files()->openSession(writeText(dir.filePath(QStringLiteral("unknown.json")), sessionToJson(unknown).dump())));
         QVERIFY2(reported.texts.value(before + 1).contains(QStringLiteral("nosuch")), qPrintable(reported.texts.value(before + 1)));
-        SessionFile zero = exampleSession();
-        zero.policies = {"h2o"};
-        zero.budget = "0";
-        QVERIFY(w.files()->openSession(writeText(dir.filePath(QStringLiteral("zero.json")), sessionToJson(zero).dump())));
+        // A saved budget of zero or less, or a view outside the model, is
+        // refused naming the field (it opened as B = 1, or kept the old
+        // results; issue 50); above 100% opens clamped, with the note.
+        for (const auto& [field, edit] : std::vector<std::pair<QString, std::function<void(SessionFile&)>>>{
+                 {QStringLiteral("\"budget\": '-5' holds a budget of zero or less"), [](SessionFile& f) { f.budget = "-5"; }},
+                 {QStringLiteral("\"budget\": '0'"), [](SessionFile& f) { f.budget = "0"; }},
+                 {QStringLiteral("\"budgets\": '4,0'"), [](SessionFile& f) { f.budgets = "4,0"; }},
+                 {QStringLiteral("\"view.layer\" is 99: the model has"), [](SessionFile& f) { f.view.layer = 99; }},
+                 {QStringLiteral("\"view.head\" is 40: the model has"), [](SessionFile& f) { f.view.head = 40; }}}) {
+            SessionFile bad = exampleSession();
+            bad.policies = {"h2o"};
+            edit(bad);
+            const int reports = reported.texts.size();
+            QVERIFY(!w.files()->openSession(writeText(dir.filePath(QStringLiteral("bad.json")), sessionToJson(bad).dump())));
+            QVERIFY2(reported.texts.value(reports).contains(field), qPrintable(reported.texts.value(reports)));
+        }
+        SessionFile above = exampleSession();
+        above.policies = {"h2o"};
+        above.budget = "150%";
+        QVERIFY(w.files()->openSession(writeText(dir.filePath(QStringLiteral("above.json")), sessionToJson(above).dump())));
         const QString status = w.statusBar()->currentMessage();
-        QVERIFY2(status.contains(QStringLiteral("budget 0 raised to 1")), qPrintable(status));
+        QVERIFY2(status.contains(QStringLiteral("budget 150% clamped to 100%")), qPrintable(status));
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().prompt == QLatin1String(kPrompt), 60000);
-        QCOMPARE(w.controller()->history().back()->policies[1].layers[0].budget, int64_t{1});
     }
 
     // Issue 20: a TorchScript scorer added from a file runs as a column,

@@ -216,7 +216,7 @@ TEST(BadInput, OutOfRangeBudgetsRunClampedWithANote) {
 }
 
 // What a session file can get wrong about policies and budgets: the GUI's
-// open path (sessionOptionsFrom) names the offender; a clamped budget opens.
+// open path (sessionOptionsFrom) names the offender.
 TEST(BadInput, SessionWithUnknownPoliciesOrParameters) {
     SessionFile f;
     f.prompt = "The code for the red door is 4821.";
@@ -227,8 +227,16 @@ TEST(BadInput, SessionWithUnknownPoliciesOrParameters) {
         const std::string what = errorOf([&] { sessionOptionsFrom(f, bundledTokenizer()); });
         EXPECT_NE(what.find(named), std::string::npos) << policy << ": " << what;
     }
+    // A saved budget of zero or less is refused naming the field (it opened
+    // as B = 1 without a word in the GUI; issue 50); above 100% opens clamped.
     f.policies = {"h2o"};
-    f.budget = "-3";
+    for (const std::string bad : {"-3", "0", "0%"}) {
+        f.budget = bad;
+        const std::string what = errorOf([&] { sessionOptionsFrom(f, bundledTokenizer()); });
+        EXPECT_NE(what.find("the session's \"budget\": '" + bad + "' holds a budget of zero or less"), std::string::npos)
+            << what;
+    }
+    f.budget = "150%";
     const SessionOptions o = sessionOptionsFrom(f, bundledTokenizer());
     EXPECT_FALSE(o.budget.note.empty());
 }

@@ -80,6 +80,20 @@ TEST_F(SweepTest, TheFileIsCheckedFieldByField) {
     j = baseSweep();
     j["seeds"] = {1, 1};
     EXPECT_NE(error(j).find("\"seeds\" lists 1 twice"), std::string::npos) << error(j);
+    // The same value spelled differently would run the same cells twice (issue 50).
+    for (const auto& [axis, values, named] :
+         std::vector<std::tuple<std::string, json, std::string>>{{"budgets", {"25%", "25.0%"}, "25%"},
+                                                                 {"policies", {"snapkv", "snapkv:window=32"}, "snapkv"},
+                                                                 {"depths", {50, 50.0}, "50"},
+                                                                 {"models", {"bundled", "bundled"}, ""}}) {
+        j = baseSweep();
+        j[axis] = values;
+        EXPECT_NE(error(j).find("\"" + axis + "\" lists " + named), std::string::npos) << axis << ": " << error(j);
+        EXPECT_NE(error(j).find("twice"), std::string::npos) << axis << ": " << error(j);
+    }
+    j = baseSweep();
+    j["fidelity"]["steps"] = 99999999;
+    EXPECT_NE(error(j).find("\"fidelity.steps\" is 99999999: expected 1 to 1000000"), std::string::npos) << error(j);
     j = baseSweep();
     j["policies"] = {"nosuchpolicy"};
     EXPECT_NE(error(j).find("\"policies\""), std::string::npos) << error(j);

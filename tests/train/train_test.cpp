@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -305,6 +306,46 @@ TEST(Train, UntilStopsMidScheduleAndResumes) {
     TrainOptions bad = tinyOptions(tmpDir("train_until_bad"));
     bad.until = 31;
     EXPECT_THROW(train(bad), ArgumentError);
+}
+
+// Hyper-parameters that are not numbers are refused, naming the option, and
+// a loss that stops being a number stops the run without writing it into a
+// checkpoint (a NaN learning rate saved a NaN model and exited 0; issue 50).
+TEST(Train, NonFiniteHyperParametersAndLossesStopTheRun) {
+    for (const double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
+        TrainOptions o = tinyOptions(tmpDir("train_nan_lr"));
+        o.lr = bad;
+        try {
+            train(o);
+            ADD_FAILURE() << "lr " << bad << " was accepted";
+        } catch (const ArgumentError& e) {
+            EXPECT_NE(std::string(e.what()).find("--lr is"), std::string::npos) << e.what();
+        }
+        o = tinyOptions(tmpDir("train_nan_clip"));
+        o.gradClip = bad;
+        EXPECT_THROW(train(o), ArgumentError);
+    }
+    TrainOptions o = tinyOptions(tmpDir("train_diverges"));
+    o.lr = 1e30;
+    o.minLr = 0;
+    o.warmupSteps = 0;
+    o.checkpointEvery = 1;
+    int64_t reported = 0;
+    try {
+        train(o, [&](const StepReport& s) {
+            EXPECT_TRUE(std::isfinite(s.loss)) << "a step with loss " << s.loss << " was reported";
+            reported = s.step;
+            return true;
+        });
+        ADD_FAILURE() << "a learning rate of 1e30 trained to the end";
+    } catch (const ArgumentError& e) {
+        EXPECT_NE(std::string(e.what()).find("stopped; the last checkpoint is kept"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(reported, o.steps);
+    // The checkpoint holds the last step whose weights were all numbers.
+    const TrainableModel saved = loadTrainable(o.outDir / "checkpoint");
+    for (const auto& [name, w] : saved.parameters)
+        EXPECT_TRUE(w.isfinite().all().item<bool>()) << name << " holds a value that is not a number";
 }
 
 // --init-from starts a new run (step 0, fresh optimizer) from a finished
