@@ -7,6 +7,7 @@
 #include <QCommandLineParser>
 #include <QFileInfo>
 #include <QPixmap>
+#include <QScreen>
 #include <QTimer>
 #include <cstdio>
 
@@ -115,7 +116,8 @@ int main(int argc, char** argv) {
     if (cli.isSet(shot)) {
         using kvlens::gui::Controller;
         const QString file = cli.value(shot);
-        window.resize(1400, 900);
+        // The docs' size, or the whole screen when it is smaller (1280 x 720).
+        window.resize(QSize(1400, 900).boundedTo(window.screen()->availableGeometry().size()));
         QObject::connect(window.controller(), &Controller::runFinished, &window, [&window, &waitForFile, file] {
             if (waitForFile || window.controller()->busy()) return;  // the lesson's own run is the one to show
             // One more turn of the event loop so that queued replots land.

@@ -14,7 +14,6 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
-#include <QScrollArea>
 #include <QToolButton>
 #include <QStatusBar>
 #include <QUndoStack>
@@ -54,14 +53,6 @@
 
 namespace kvlens::gui {
 namespace {
-
-QDockWidget* dock(QMainWindow* w, const QString& title, const QString& name, QWidget* content, Qt::DockWidgetArea area) {
-    auto* d = new QDockWidget(title, w);
-    d->setObjectName(name);  // restoreState() finds docks by name
-    d->setWidget(content);
-    w->addDockWidget(area, d);
-    return d;
-}
 
 QStringList deviceChoices() {
     QStringList out{QStringLiteral("auto"), QStringLiteral("cpu")};
@@ -115,7 +106,7 @@ MainWindow::MainWindow(QWidget* parent)
     statusBar()->addPermanentWidget(m_busy);
     statusBar()->addPermanentWidget(m_cancelRun);
     statusBar()->addPermanentWidget(m_modelLabel);
-    resize(1400, 900);
+    fitToScreen();
     restoreGeometry(m_settings.geometry.get());
     m_restoredLayout = restoreState(m_settings.windowState.get());
 }
@@ -123,86 +114,6 @@ MainWindow::MainWindow(QWidget* parent)
 // A window that goes away (closed, or destroyed by its owner) exited
 // cleanly; a crash or a kill never gets here, so the autosave is offered.
 MainWindow::~MainWindow() { m_files->markCleanExit(); }
-
-QWidget* MainWindow::buildCentral() {
-    auto* central = new QWidget(this);
-    auto* second = new QHBoxLayout;
-    second->addWidget(m_selection, 1);
-    second->addWidget(new QLabel(tr("colour scale"), central));
-    m_scale->addItems({QStringLiteral("linear"), QStringLiteral("log"), QStringLiteral("power")});
-    m_scale->setToolTip(tr("Attention colour scale, shared by every column"));
-    second->addWidget(m_scale);
-    m_error->setStyleSheet(QStringLiteral("color: #B03000"));
-    m_error->setWordWrap(true);
-    m_error->hide();
-    m_notice->setStyleSheet(QStringLiteral("color: #8A5A00"));
-    m_notice->setWordWrap(true);
-    m_notice->hide();
-    m_selection->setToolTip(tr("Click a cell of a layers × heads grid to select another layer and head"));
-    auto* layout = new QVBoxLayout(central);
-    layout->setContentsMargins(4, 4, 4, 4);
-    layout->addWidget(m_transport);
-    layout->addLayout(second);
-    layout->addWidget(m_error);
-    layout->addWidget(m_notice);
-    layout->addWidget(m_comparison, 1);
-    return central;
-}
-
-void MainWindow::buildDocks() {
-    setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
-    setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
-    QDockWidget* prompt = dock(this, tr("Prompt"), QStringLiteral("prompt"), m_prompt, Qt::LeftDockWidgetArea);
-    QDockWidget* policies = dock(this, tr("Policies"), QStringLiteral("policies"), m_policies, Qt::LeftDockWidgetArea);
-    QDockWidget* model = dock(this, tr("Model"), QStringLiteral("model"), m_model, Qt::LeftDockWidgetArea);
-    QDockWidget* budget = dock(this, tr("Budget"), QStringLiteral("budget"), m_budget, Qt::LeftDockWidgetArea);
-    QDockWidget* metrics = dock(this, tr("Metrics"), QStringLiteral("metrics"), m_metrics, Qt::RightDockWidgetArea);
-    auto* timelineBox = new QWidget(this);
-    auto* tl = new QVBoxLayout(timelineBox);
-    tl->setContentsMargins(2, 2, 2, 2);
-    auto* row = new QHBoxLayout;
-    row->addWidget(new QLabel(tr("policy"), timelineBox));
-    row->addWidget(m_timelinePolicy);
-    row->addStretch(1);
-    tl->addLayout(row);
-    tl->addWidget(m_timeline, 1);
-    QDockWidget* timeline = dock(this, tr("Eviction timeline"), QStringLiteral("timeline"), timelineBox,
-                                 Qt::BottomDockWidgetArea);
-    QDockWidget* needle = dock(this, tr("Needle"), QStringLiteral("needle"), m_needle, Qt::RightDockWidgetArea);
-    tabifyDockWidget(policies, model);
-    policies->raise();
-    QDockWidget* memory = dock(this, tr("KV memory"), QStringLiteral("memory"), m_memory, Qt::RightDockWidgetArea);
-    QDockWidget* sweeps = dock(this, tr("Sweep"), QStringLiteral("sweep"), m_sweep, Qt::RightDockWidgetArea);
-    QDockWidget* agreement = dock(this, tr("Agreement"), QStringLiteral("agreement"), m_agreement, Qt::RightDockWidgetArea);
-    tabifyDockWidget(metrics, agreement);
-    tabifyDockWidget(agreement, needle);
-    tabifyDockWidget(needle, sweeps);
-    tabifyDockWidget(sweeps, memory);
-    metrics->raise();
-    // Its own row under the right-hand tabs.
-    // In a scroll area: at presenter sizes the step scrolls rather than squeezes.
-    auto* lessonScroll = new QScrollArea(this);
-    lessonScroll->setWidget(m_lessonPanel);
-    lessonScroll->setWidgetResizable(true);
-    lessonScroll->setFrameShape(QFrame::NoFrame);
-    lessonScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    QDockWidget* lesson = dock(this, tr("Lesson"), QStringLiteral("lesson"), lessonScroll, Qt::RightDockWidgetArea);
-    lesson->hide();  // until a lesson opens
-    m_lessons = new LessonActions(this, m_lessonPanel, lesson);
-}
-
-// Dock sizes only take once the window has its size, so this runs from
-// start() (after show()), and only when no saved layout was restored.
-void MainWindow::applyDefaultLayout() {
-    auto* prompt = findChild<QDockWidget*>(QStringLiteral("prompt"));
-    auto* policies = findChild<QDockWidget*>(QStringLiteral("policies"));
-    auto* budget = findChild<QDockWidget*>(QStringLiteral("budget"));
-    auto* metrics = findChild<QDockWidget*>(QStringLiteral("metrics"));
-    auto* timeline = findChild<QDockWidget*>(QStringLiteral("timeline"));
-    resizeDocks({prompt, policies, budget}, {170, 380, 300}, Qt::Vertical);
-    resizeDocks({prompt, metrics}, {330, 390}, Qt::Horizontal);
-    resizeDocks({timeline}, {150}, Qt::Vertical);
-}
 
 void MainWindow::buildActions() {
     auto add = [this](QMenu* menu, const QString& text, const QKeySequence& key, auto slot) {

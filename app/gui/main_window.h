@@ -108,8 +108,10 @@ protected:
 
 private:
     QWidget* buildCentral();
+    // main_window_layout.cpp
     void buildDocks();
     void applyDefaultLayout();
+    void fitToScreen();
     void buildActions();
     void connectController();
     // The model panel, memory view, token pieces and status line follow a
