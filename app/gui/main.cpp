@@ -10,6 +10,7 @@
 #include <QScreen>
 #include <QTimer>
 #include <cstdio>
+#include <cstring>
 
 #include "app/gui/file_actions.h"
 #include "app/gui/lesson_actions.h"
@@ -28,9 +29,29 @@ void finish(int code, const QString& line) {
     QTimer::singleShot(0, qApp, [code] { QApplication::exit(code); });
 }
 
+// Without a display Qt aborts when the application starts. --help and
+// --version need none: they run on the offscreen platform. Anything else
+// gets one sentence saying what is missing. False: exit with 1.
+bool displayOrHelp(int argc, char** argv) {
+    if (qEnvironmentVariableIsSet("QT_QPA_PLATFORM") || qEnvironmentVariableIsSet("DISPLAY") ||
+        qEnvironmentVariableIsSet("WAYLAND_DISPLAY"))
+        return true;
+    for (int i = 1; i < argc; ++i)
+        for (const char* flag : {"-h", "-?", "--help", "--help-all", "-v", "--version"})
+            if (std::strcmp(argv[i], flag) == 0) {
+                qputenv("QT_QPA_PLATFORM", "offscreen");
+                return true;
+            }
+    std::fprintf(stderr,
+                 "kvlens: there is no display to open a window on (DISPLAY and WAYLAND_DISPLAY are unset): run it in a "
+                 "desktop session, under xvfb-run, or with QT_QPA_PLATFORM=offscreen for --screenshot\n");
+    return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (!displayOrHelp(argc, argv)) return 1;
     kvlens::restartWithTunedBlas(argv);  // before any thread or window exists
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("KVLens"));

@@ -339,6 +339,31 @@ private Q_SLOTS:
         QCOMPARE(app.exitCode(), 0);
         QVERIFY(!QImage(shot).isNull());
     }
+
+    // With no display, --help and --version still answer, and a start says
+    // what is missing in one sentence (Qt aborted; issue 50).
+    void withoutADisplayHelpAnswersAndAStartSaysWhy() {
+        QTemporaryDir home;
+        QProcess app;
+        prepareApp(app, home);
+        QProcessEnvironment env = app.processEnvironment();
+        for (const char* name : {"QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"}) env.remove(QString::fromLatin1(name));
+        app.setProcessEnvironment(env);
+        app.setArguments({QStringLiteral("--help")});
+        app.start();
+        QVERIFY(app.waitForFinished(60000));
+        QCOMPARE(app.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(app.exitCode(), 0);
+        const QString help = QString::fromLocal8Bit(app.readAllStandardOutput());
+        QVERIFY2(help.contains(QStringLiteral("--screenshot")), qPrintable(help));
+        app.setArguments({});
+        app.start();
+        QVERIFY(app.waitForFinished(60000));
+        QCOMPARE(app.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(app.exitCode(), 1);
+        const QString err = QString::fromLocal8Bit(app.readAllStandardError());
+        QVERIFY2(err.startsWith(QStringLiteral("kvlens: there is no display")) && err.count(u'\n') == 1, qPrintable(err));
+    }
 };
 
 KVLENS_GUI_TEST_MAIN(MainWindowE2eTest)
