@@ -18,6 +18,40 @@ namespace {
 
 using json = nlohmann::json;
 
+// The first key the top-level object names twice, empty when none: a SAX
+// pass, linear in the header (nlohmann's parser callback walks the object
+// at every key, which took minutes for 300 k tensors).
+class TopLevelKeys : public nlohmann::json_sax<json> {
+public:
+    std::string repeated;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return ++m_depth, true; }
+    bool end_object() override { return --m_depth, true; }
+    bool start_array(std::size_t) override { return ++m_depth, true; }
+    bool end_array() override { return --m_depth, true; }
+    bool key(string_t& k) override {
+        if (m_depth == 1 && !m_seen.insert(k).second) repeated = k;
+        return repeated.empty();  // stop at the first
+    }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+private:
+    int m_depth = 0;
+    std::set<std::string> m_seen;
+};
+
+std::string firstRepeatedKey(const std::string& text) {
+    TopLevelKeys keys;
+    json::sax_parse(text, &keys);
+    return keys.repeated;
+}
+
 // A header larger than this is not a model header but a corrupt length field.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
@@ -95,17 +129,10 @@ int64_t TensorInfo::numel() const {
 std::vector<TensorInfo> SafetensorsFile::parseHeader(const std::string& header, uint64_t dataSize,
                                                      const std::string& file,
                                                      std::map<std::string, std::string>* metadata) {
-    // JSON keeps the last of two equal keys; a header naming a tensor twice is lying about one of them.
-    std::set<std::string> names;
-    std::string duplicate;
-    const json::parser_callback_t noteKeys = [&](int depth, json::parse_event_t event, json& parsed) {
-        if (depth == 1 && event == json::parse_event_t::key && duplicate.empty() && parsed.is_string() &&
-            !names.insert(parsed.get<std::string>()).second)
-            duplicate = parsed.get<std::string>();
-        return true;
-    };
-    json j = json::parse(header, noteKeys, /*allow_exceptions=*/false);
+    json j = json::parse(header, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) throw FormatError(file, "safetensors header is not a JSON object");
+    // JSON keeps the last of two equal keys; a header naming a tensor twice is lying about one of them.
+    const std::string duplicate = firstRepeatedKey(header);
     if (!duplicate.empty()) throw FormatError(file, "the header names tensor '" + duplicate + "' twice");
     std::vector<TensorInfo> out;
     for (auto it = j.begin(); it != j.end(); ++it) {

@@ -158,6 +158,25 @@ TEST(SafeWrites, LargeShardIndexIsLinear) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
 
+// A safetensors header with 300,000 tensors is read in linear time: with
+// nlohmann's parser callback (the duplicate-name check) it took over 300 s
+// on this machine (issue 50); now it takes about a second.
+TEST(SafeWrites, LargeSafetensorsHeaderIsLinear) {
+    std::string header = "{";
+    for (int i = 0; i < 300000; ++i)
+        header += (i ? ",\"t" : "\"t") + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" +
+                  std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
+    header += "}";
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(SafetensorsFile::parseHeader(header, 4 * 300000, "x.safetensors", nullptr).size(), 300000u);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+    // The duplicate check still finds a name given twice, however far apart.
+    header.back() = ',';
+    header += "\"t7\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}";
+    const std::string what = errorOf([&] { SafetensorsFile::parseHeader(header, 4 * 300000, "x.safetensors", nullptr); });
+    EXPECT_NE(what.find("names tensor 't7' twice"), std::string::npos) << what;
+}
+
 // Real checkpoints pad their vocabulary (the bundled model: 320 rows, 319
 // tokens): a padding id decodes and labels as <unused:ID> and a run that
 // reads or predicts one goes on.
