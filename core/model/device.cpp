@@ -5,7 +5,6 @@
 #include <torch/version.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "core/cpu_tuning.h"
 #include "core/error.h"
@@ -53,15 +52,6 @@ const char* dtypeLabel(c10::ScalarType t) {
         case c10::kBFloat16: return "bf16";
         default: return "?";
     }
-}
-
-int maxThreads() { return std::max(256, 2 * static_cast<int>(std::thread::hardware_concurrency())); }
-
-void checkThreads(int64_t threads, const std::string& what) {
-    if (threads < 0 || threads > maxThreads())
-        throw ArgumentError(what + " is " + std::to_string(threads) + ": expected 0 (LibTorch's default) to " +
-                            std::to_string(maxThreads()) + " (twice this machine's " +
-                            std::to_string(std::thread::hardware_concurrency()) + " CPUs, at least 256)");
 }
 
 void applyThreads(int threads) {
