@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/policy/policy_info.h"
 #include "fixtures.h"
@@ -35,6 +37,30 @@ std::string compiled(const std::string& name) {
 }
 
 }  // namespace
+
+// The first example of docs/plugins.md, as a reader copies it: it compiles
+// with Debian's torch (its norm(dim=...) did not script under 1.13; issue 50)
+// and scores each key by minus its L2 norm.
+TEST(PluginExamples, TheDocsFirstExampleCompilesAndScoresKeyNorms) {
+    std::ifstream doc(fs::path(KVLENS_PLUGIN_DIR) / "../../docs/plugins.md");
+    std::stringstream text;
+    text << doc.rdbuf();
+    const std::string md = text.str(), open = "```python\n";
+    const size_t begin = md.find(open), end = md.find("```", begin + open.size());
+    ASSERT_NE(begin, std::string::npos) << "docs/plugins.md has no python example";
+    const fs::path dir = fs::path(KVLENS_TEST_TMP) / "docs-example";
+    fs::create_directories(dir);
+    std::ofstream(dir / "example.py") << md.substr(begin + open.size(), end - begin - open.size());
+    const std::string cmd = "cd '" + dir.string() + "' && '" + KVLENS_PYTHON3 + "' example.py";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const std::string file = (dir / "lownorm.pt").string();
+    torch::jit::Module m = torch::jit::load(file);
+    const at::Tensor keys = at::tensor({3.f, 4.f, 0.f, 1.f, 1.f, 1.f}).view({1, 3, 2});
+    const at::Tensor got = m.forward({keys, keys, at::zeros({1, 0, 2}), at::zeros({1, 0, 3}), at::arange(3).view({1, 3})})
+                               .toTensor();
+    EXPECT_TRUE(at::allclose(got, at::tensor({-5.f, -1.f, -std::sqrt(2.f)}).view({1, 3}))) << got;
+    EXPECT_EQ(parsePolicySpec("script:" + file).id, "script-lownorm");
+}
 
 TEST(PluginExamples, ScriptedKeyDiffKeepsWhatKeyDiffKeeps) {
     const std::string file = compiled("keydiff");
