@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/policy/attention.h"
@@ -22,9 +24,28 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string firstLine(const std::string& text) {
-    const auto end = text.find('\n');
-    return text.substr(0, end);
+// What went wrong, in one line: TorchScript's message opens with "The
+// following operation failed in the TorchScript interpreter." and a
+// traceback, and ends with the cause ("RuntimeError: mat1 and mat2 shapes
+// cannot be multiplied ..."), which the first line alone never showed. The
+// traceback's indented lines are dropped, the rest joined; at most 600 chars.
+std::string causeOf(const std::string& text) {
+    std::vector<std::string> kept;
+    size_t start = 0;
+    while (start <= text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        const std::string line = text.substr(start, end - start);
+        start = end + 1;
+        const bool header = line.rfind("The following operation failed", 0) == 0 || line.rfind("Traceback of", 0) == 0;
+        if (line.rfind("Exception raised from", 0) == 0) break;  // c10's C++ backtrace follows
+        if (line.empty() || line[0] == ' ' || header) continue;
+        kept.push_back(line);
+    }
+    if (kept.empty()) return text.substr(0, text.find('\n'));
+    std::string out;
+    for (const auto& line : kept) out += (out.empty() ? "" : " ") + line;
+    return out.size() > 600 ? out.substr(0, 597) + "..." : out;
 }
 
 // The loaded modules by policy id (a Module is a shared handle), with the
@@ -58,13 +79,14 @@ at::Tensor callScorer(torch::jit::Module& module, const std::string& file, const
                       const at::Tensor& positions, const at::Tensor& mask) {
     at::Tensor out;
     try {
+        at::NoGradGuard noGrad;  // a learned scorer's parameters need no graph
         const c10::IValue r = module.forward({keys, values, queries, attention, positions});
         if (!r.isTensor()) throw Error(file + ": the scorer's forward must return a Tensor, not " + r.tagKind());
         out = r.toTensor();
     } catch (const c10::Error& e) {
-        throw Error(file + ": the scorer's forward failed: " + firstLine(e.what_without_backtrace()));
+        throw Error(file + ": the scorer's forward failed: " + causeOf(e.what_without_backtrace()));
     } catch (const std::runtime_error& e) {  // TorchScript's own errors
-        throw Error(file + ": the scorer's forward failed: " + firstLine(e.what()));
+        throw Error(file + ": the scorer's forward failed: " + causeOf(e.what()));
     }
     const int64_t Hkv = keys.size(0), Hq = queries.size(0), L = keys.size(1);
     if (out.dim() != 2 || out.size(1) != L || (out.size(0) != Hkv && out.size(0) != Hq))
@@ -153,9 +175,12 @@ torch::jit::Module loadModule(const std::string& file, const std::string& path) 
     torch::jit::Module module;
     try {
         module = torch::jit::load(path);
+    } catch (const c10::Error& e) {
+        throw ArgumentError(file + " is not a TorchScript module (save one with torch.jit.script(scorer).save(...)): " +
+                            causeOf(e.what_without_backtrace()));
     } catch (const std::exception& e) {
         throw ArgumentError(file + " is not a TorchScript module (save one with torch.jit.script(scorer).save(...)): " +
-                            firstLine(e.what()));
+                            causeOf(e.what()));
     }
     if (!module.find_method("forward")) throw ArgumentError(file + ": the TorchScript module has no forward method");
     try {

@@ -98,6 +98,7 @@ TEST_F(ScriptPolicyTest, BadFilesAndBadScorersSayWhy) {
     std::ofstream(text) << "not a module\n";
     const std::string notModule = errorOf("script:" + text.string());
     EXPECT_NE(notModule.find("is not a TorchScript module"), std::string::npos) << notModule;
+    EXPECT_EQ(notModule.find("frame #"), std::string::npos) << "a C++ backtrace: " << notModule;
     const std::string flat = saveScorer(m_dir, "flat.pt", "    return keys.sum(-1).sum(0)");
     const std::string shape = errorOf("script:" + flat);
     EXPECT_NE(shape.find("expected [1, 3]"), std::string::npos) << shape;
@@ -107,7 +108,12 @@ TEST_F(ScriptPolicyTest, BadFilesAndBadScorersSayWhy) {
     const std::string ints = saveScorer(m_dir, "ints.pt", "    return positions");
     EXPECT_NE(errorOf("script:" + ints).find("floating-point"), std::string::npos) << errorOf("script:" + ints);
     const std::string fails = saveScorer(m_dir, "fails.pt", "    return keys @ values");
-    EXPECT_NE(errorOf("script:" + fails).find("forward failed"), std::string::npos) << errorOf("script:" + fails);
+    const std::string failed = errorOf("script:" + fails);
+    EXPECT_NE(failed.find("forward failed"), std::string::npos) << failed;
+    // The cause, not TorchScript's first line only (issue 50), on one line.
+    EXPECT_NE(failed.find("Error: "), std::string::npos) << failed;
+    EXPECT_EQ(failed.find("The following operation failed"), std::string::npos) << failed;
+    EXPECT_EQ(failed.find('\n'), std::string::npos) << failed;
     // Nothing of them was registered; a parameter it lacks is named.
     for (const auto& info : policyRegistry()) EXPECT_EQ(info.id.find("script-flat"), std::string::npos);
     const std::string good = saveScorer(m_dir, "good.pt", "    return keys.sum(-1)");
