@@ -87,8 +87,6 @@ CLI::Validator wholeNumber(int64_t lo, int64_t hi, const std::string& shown = ""
 // The bound of a layer or head index as typed; the model's own range is
 // checked once it is loaded.
 constexpr int64_t kMaxIndex = 1000000;
-// Shards of a sweep.
-constexpr int64_t kMaxShards = 100000;
 CLI::Validator finiteReal();
 
 // The registry as --help text: every policy with its parameters and defaults.

@@ -73,17 +73,11 @@ fs::path resolveAgainst(const fs::path& base, const std::string& p) {
 // "snapkv" and "snapkv:window=32" at its default, "m" and "./m"): the
 // same cells would run twice and be counted twice.
 void refuseRepeats(const SweepSpec& s) {
-    auto check = [](const char* axis, const std::vector<std::string>& keys) {
+    auto axis = [](const char* name, const auto& values, auto key) {
         std::set<std::string> seen;
-        for (const auto& k : keys)
-            if (!seen.insert(k).second)
-                throw ArgumentError("\"" + std::string(axis) + "\" lists " + k + " twice (perhaps spelled differently)");
-    };
-    std::vector<std::string> keys;
-    auto axis = [&](const char* name, const auto& values, auto key) {
-        keys.clear();
-        for (const auto& v : values) keys.push_back(key(v));
-        check(name, keys);
+        for (const auto& v : values)
+            if (const std::string k = key(v); !seen.insert(k).second)
+                throw ArgumentError("\"" + std::string(name) + "\" lists " + k + " twice (perhaps spelled differently)");
     };
     axis("contexts", s.contexts, [](int64_t c) { return std::to_string(c); });
     axis("depths", s.depths, [](double d) { return number(d * 100.0); });
@@ -214,8 +208,8 @@ SweepSpec parseSweep(const json& j, const fs::path& file) {
         for (const auto& p : s.policies)
             if (!p.info().file.empty()) fingerprint["scripts"][p.label()] = scriptFingerprint(p.info().file);
         s.shards = jsonField<int>(j, "", "shards", 1);
-        if (s.shards < 1 || s.shards > 100000)
-            throw ArgumentError("\"shards\" is " + std::to_string(s.shards) + ": expected 1 to 100000");
+        if (s.shards < 1 || s.shards > kMaxShards)
+            throw ArgumentError("\"shards\" is " + std::to_string(s.shards) + ": expected 1 to " + std::to_string(kMaxShards));
         s.fingerprint = hex64(fnv1a(fingerprint.dump()));
     } catch (const ArgumentError& e) {
         throw FormatError(file.string(), e.what());

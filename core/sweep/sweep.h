@@ -32,6 +32,9 @@ struct NeedleGridResult;
 
 namespace kvlens::sweep {
 
+// The most shards a sweep splits into (the file's "shards", --shards).
+constexpr int kMaxShards = 100000;
+
 enum class Task { Needle, Fidelity };
 const char* taskName(Task t);  // "needle" | "fidelity"
 
@@ -52,7 +55,7 @@ struct SweepSpec {
     std::filesystem::path fidelityText;  // "fidelity.text_file"
     int64_t fidelitySteps = 32;          // "fidelity.steps": teacher-forced tokens after the prompt
     RunSettings run;                     // "run.device|dtype|threads"
-    int shards = 1;                      // "shards": how plan and submit split it by default
+    int shards = 1;                      // "shards": how plan and submit split it by default (1 to kMaxShards)
     // A hash of everything besides the grid axes that changes a result (run
     // settings, needle and fidelity settings and texts, the models' files,
     // each TorchScript scorer's bytes): results written under another
