@@ -16,6 +16,11 @@ Controller::Controller(QObject* parent) : QObject(parent), m_worker(new Worker) 
     connect(m_worker, &Worker::runReused, this, [this](quint64 id, const QString& text) {
         if (id == m_currentRun) m_reuse = text;
     });
+    connect(m_worker, &Worker::runMatched, this, [this](quint64 id, double targetBytes, const QString& text) {
+        if (id != m_currentRun) return;
+        m_matchTarget = targetBytes;
+        Q_EMIT memoryMatched(targetBytes, text);
+    });
     connect(m_worker, &Worker::runFailed, this, &Controller::acceptFailure);
     connect(m_worker, &Worker::runProgress, this, [this](quint64 id, int percent, const QString& text) {
         if (id == m_currentRun && m_busy) Q_EMIT runProgress(percent, text);
@@ -133,6 +138,12 @@ void Controller::setCalibration(const QString& text) {
     schedule(kEditDebounceMs);
 }
 
+void Controller::setMatchMemory(bool on) {
+    if (m_matchMemory == on) return;
+    m_matchMemory = on;
+    schedule(kEditDebounceMs);
+}
+
 void Controller::setTeacherForced(bool teacherForced) {
     m_teacherForced = teacherForced;
     schedule(kEditDebounceMs);
@@ -192,6 +203,7 @@ void Controller::issue() {
     m_currentRun = r.id;
     m_last = r;
     m_freshRun = true;
+    m_matchTarget = std::nan("");  // until the worker says what it matched
     m_reuse.clear();
     setBusy(true);
     Worker* w = m_worker;
@@ -211,6 +223,7 @@ RunRequest Controller::currentRequest() const {
     r.calibration = m_calibration;
     r.layer = m_layer;
     r.head = m_head;
+    r.matchMemory = m_matchMemory;
     return r;
 }
 

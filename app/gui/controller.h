@@ -7,6 +7,7 @@
 #include <QObject>
 #include <QThread>
 #include <QTimer>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -35,6 +36,11 @@ public:
     void setSelection(int64_t layer, int64_t head);
     void setDecodeSteps(int steps);
     void setTeacherForced(bool teacherForced);
+    // Each policy's budget solved so that it holds the memory of the budget over the run.
+    void setMatchMemory(bool on);
+    bool matchMemory() const { return m_matchMemory; }
+    // The shown run's matched memory target in KV bytes, NaN when its budgets were not matched.
+    double matchTarget() const { return m_matchTarget; }
     // A question about the prompt (SessionOptions::question), debounced;
     // aware: it ends the prompt and is the window policies' observation window.
     void setQuestion(const QString& text, bool aware);
@@ -91,6 +97,8 @@ Q_SIGNALS:
     void historyChanged(int steps);
     void runFinished(quint64 id, double promptMs, double totalMs);
     void runFailed(const QString& message);
+    // A run's budgets were matched (Worker::runMatched): the target and how each policy met it.
+    void memoryMatched(double targetBytes, const QString& text);
     // Before each run: why its length is past the model's context (a
     // warning: it runs), or empty when it is within it.
     void contextChecked(const QString& warning);
@@ -154,6 +162,8 @@ private:
 
     std::vector<std::shared_ptr<const Trace>> m_history;
     QString m_reuse;
+    bool m_matchMemory = false;
+    double m_matchTarget = std::nan("");
     int m_wantedStep = -1;  // -1: follow the newest step
     int m_dropped = 0;
 };

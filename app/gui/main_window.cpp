@@ -45,6 +45,7 @@
 #include "widgets/needle_view.h"
 #include "widgets/appearance.h"
 #include "widgets/agreement_view.h"
+#include "widgets/ranking_view.h"
 #include "app/gui/lesson_actions.h"
 #include "app/gui/sweep_actions.h"
 #include "widgets/policy_list.h"
@@ -77,6 +78,7 @@ MainWindow::MainWindow(QWidget* parent)
       m_needle(new ui::NeedlePanel(this)),
       m_memory(new ui::MemoryView(this)),
       m_agreement(new ui::AgreementView(this)),
+      m_ranking(new ui::RankingView(this)),
       m_sweep(new ui::SweepPanel(this)),
       m_lessonPanel(new ui::LessonPanel(this)),
       m_scale(new QComboBox(this)),
@@ -269,6 +271,11 @@ void MainWindow::connectController() {
         h.tokens = positions;
         m_comparison->setHighlight(h);
     });
+    connect(m_ranking, &ui::RankingView::matchMemoryToggled, c, &Controller::setMatchMemory);
+    connect(c, &Controller::memoryMatched, m_ranking, [this](double, const QString& text) { m_ranking->setMatchText(text); });
+    connect(c, &Controller::runIssued, m_ranking, [this] {
+        if (!m_controller->matchMemory()) m_ranking->setMatchText(QString());
+    });
     connect(m_transport, &ui::TransportBar::stepChanged, c, &Controller::setShownStep);
     connect(m_transport, &ui::TransportBar::decodeStepsChanged, this, [this](int n) {
         m_settings.decodeSteps.set(n);
@@ -400,7 +407,7 @@ void MainWindow::setPresenter(bool on) {
     a.presenter = on;
     ui::applyAppearance(a);
     if (on) {
-        for (const char* name : {"timeline", "model", "policies", "needle", "memory", "sweep", "agreement"})
+        for (const char* name : {"timeline", "model", "policies", "needle", "memory", "sweep", "agreement", "ranking"})
             if (auto* d = findChild<QDockWidget*>(QString::fromLatin1(name))) d->hide();
     } else if (!m_beforePresenter.isEmpty()) {
         restoreState(m_beforePresenter);
@@ -521,6 +528,7 @@ void MainWindow::showTrace(const std::shared_ptr<const Trace>& trace, int step) 
     m_metrics->setTrace(trace);
     m_agreement->setSelection(m_comparison->selectedLayer(), m_comparison->selectedHead());
     m_agreement->setTrace(trace);
+    m_ranking->setTrace(trace, m_controller->matchTarget());
     m_budget->setContext(trace->numLayers, trace->promptLength);
     m_budget->setTrace(trace);
     m_transport->setStep(step);

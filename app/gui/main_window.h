@@ -28,6 +28,7 @@ class PromptEditor;
 class NeedlePanel;
 class MemoryView;
 class AgreementView;
+class RankingView;
 class SweepPanel;
 class LessonPanel;
 }  // namespace kvlens::ui
@@ -60,6 +61,7 @@ public:
     ui::NeedlePanel* needlePanel() const { return m_needle; }
     ui::MemoryView* memoryView() const { return m_memory; }
     ui::AgreementView* agreementView() const { return m_agreement; }
+    ui::RankingView* rankingView() const { return m_ranking; }
     ui::SweepPanel* sweepPanel() const { return m_sweep; }
     SweepActions* sweeps() const { return m_sweeps; }
     ui::LessonPanel* lessonPanel() const { return m_lessonPanel; }
@@ -140,6 +142,7 @@ private:
     ui::NeedlePanel* m_needle;
     ui::MemoryView* m_memory;
     ui::AgreementView* m_agreement;
+    ui::RankingView* m_ranking;
     ui::SweepPanel* m_sweep;
     ui::LessonPanel* m_lessonPanel;
     QComboBox* m_scale;

@@ -23,6 +23,7 @@
 #include "widgets/needle_panel.h"
 #include "widgets/policy_list.h"
 #include "widgets/prompt_editor.h"
+#include "widgets/ranking_view.h"
 #include "widgets/sweep_panel.h"
 #include "widgets/transport_bar.h"
 
@@ -113,7 +114,9 @@ void MainWindow::buildDocks() {
     QDockWidget* memory = dock(this, tr("KV memory"), QStringLiteral("memory"), m_memory, Qt::RightDockWidgetArea);
     QDockWidget* sweeps = dock(this, tr("Sweep"), QStringLiteral("sweep"), m_sweep, Qt::RightDockWidgetArea);
     QDockWidget* agreement = dock(this, tr("Agreement"), QStringLiteral("agreement"), m_agreement, Qt::RightDockWidgetArea);
-    tabifyDockWidget(metrics, agreement);
+    QDockWidget* ranking = dock(this, tr("Ranking"), QStringLiteral("ranking"), m_ranking, Qt::RightDockWidgetArea);
+    tabifyDockWidget(metrics, ranking);
+    tabifyDockWidget(ranking, agreement);
     tabifyDockWidget(agreement, needle);
     tabifyDockWidget(needle, sweeps);
     tabifyDockWidget(sweeps, memory);

@@ -18,6 +18,7 @@
 #include "core/model/gguf_import.h"
 #include "core/model/model.h"
 #include "core/run/session.h"
+#include "core/study/match_memory.h"
 #include "core/study/what_if.h"
 
 namespace kvlens::gui {
@@ -112,6 +113,7 @@ void Worker::run(const RunRequest& r) {
         SessionOptions options = optionsFor(r);
         options.refreshable = true;
         const int steps = static_cast<int>(options.plannedSteps);
+        if (r.matchMemory) options = matchBudgets(r, std::move(options), steps);
         auto session = std::make_unique<Session>(m_model, std::move(options), std::move(m_session));
         session->setCancelFlag(r.cancel.get());
         // Called from the Session's reporting thread: the signal is queued.
@@ -143,6 +145,23 @@ void Worker::run(const RunRequest& r) {
         m_session.reset();
         Q_EMIT runFailed(r.id, QString::fromStdString(e.what()));
     }
+}
+
+SessionOptions Worker::matchBudgets(const RunRequest& r, SessionOptions options, int steps) {
+    const auto progress = [this, id = r.id](const std::string& line) {
+        Q_EMIT runProgress(id, 0, tr("Matching memory: %1").arg(QString::fromStdString(line)));
+    };
+    const MemoryMatching m = matchMemory(m_model, options, steps, progress, r.cancel.get());
+    QStringList lines;
+    for (const MemoryMatch& p : m.policies)
+        lines << tr("%1: budget %2, %3% of the target%4")
+                     .arg(QString::fromStdString(p.label), QString::fromStdString(p.budget.text()))
+                     .arg(100.0 * p.meanBytes / m.targetBytes, 0, 'f', 1)
+                     .arg(p.note.empty() ? QString() : QStringLiteral(" (%1)").arg(QString::fromStdString(p.note)));
+    Q_EMIT runMatched(r.id, m.targetBytes,
+                      tr("Matched to the memory of %1 entries per KV head: ").arg(m.targetTokens) +
+                          lines.join(QStringLiteral("; ")));
+    return withMatchedBudgets(std::move(options), m);
 }
 
 void Worker::releaseSession() {

@@ -32,6 +32,7 @@ struct RunRequest {
     bool questionAware = false;
     QString calibration;          // Q-Filters' calibration text; empty: the prompt
     int64_t layer = 0, head = 0;  // the attention map captured
+    bool matchMemory = false;     // each policy's budget solved for the memory of `budget` (core/study/match_memory.h)
 };
 
 class Worker : public QObject {
@@ -71,6 +72,8 @@ Q_SIGNALS:
     // After the prompt's trace: what the run took over from the previous one
     // (Reuse::text(), e.g. "kept 5 runs and 16 steps; 1 shared the full cache's prompt read").
     void runReused(quint64 id, const QString& text);
+    // A run with matchMemory: the target's KV bytes and one line per policy on its budget.
+    void runMatched(quint64 id, double targetBytes, const QString& text);
     // While a run reads its prompt (every 100 ms, per run) and after each
     // decode step: how far it is, and one line saying so.
     void runProgress(quint64 id, int percent, const QString& text);
@@ -82,6 +85,8 @@ Q_SIGNALS:
 
 private:
     SessionOptions optionsFor(const RunRequest& r) const;
+    // The options with each policy's budget matched to the memory of r.budget (runMatched says how).
+    SessionOptions matchBudgets(const RunRequest& r, SessionOptions options, int steps);
     // The decode steps a request takes: its own, after an agnostic question's.
     static int stepsFor(const RunRequest& r, const SessionOptions& so);
 

@@ -49,10 +49,14 @@ void KvCache::truncate(int64_t n) {
         L.indexIdentity = L.indexValid = false;
     }
     m_seqLen = n;
+    m_entries = 0;
+    for (const Layer& L : m_layers) m_entries += entriesOf(L);
+    m_peakEntries = m_entries;
 }
 
 void KvCache::clear() {
     m_seqLen = 0;
+    m_entries = m_peakEntries = 0;
     for (auto& L : m_layers) {
         L = Layer{};
         L.cols.assign(m_kvHeads, {});
@@ -60,6 +64,17 @@ void KvCache::clear() {
         L.rot.assign(m_kvHeads, {});
         L.holes.assign(m_kvHeads, {});
     }
+}
+
+void KvCache::countEntries(int64_t added, int64_t removed) {
+    m_entries = m_entries + static_cast<uint64_t>(added) - static_cast<uint64_t>(removed);
+    m_peakEntries = std::max(m_peakEntries, m_entries);
+}
+
+uint64_t KvCache::entriesOf(const Layer& L) const {
+    uint64_t n = 0;
+    for (const auto& c : L.cols) n += c.size();
+    return n;
 }
 
 uint64_t KvCache::entryBytes() const {
@@ -118,6 +133,7 @@ KvCache::LayerView KvCache::append(int64_t layer, const at::Tensor& k, const at:
         throw Error("KvCache::append: expected k and v of shape [" + std::to_string(m_kvHeads) + ", n, " +
                     std::to_string(m_headDim) + "]");
     const int64_t rot0 = rotaryPosition(layer);
+    countEntries(n * m_kvHeads, 0);
     if (n == 1 && placeInHoles(L, k, v, rot0)) {
         ++L.ahead;
         LayerView view{L.k.narrow(1, 0, L.used), L.v.narrow(1, 0, L.used), at::Tensor(), 1, false};
@@ -267,6 +283,9 @@ void KvCache::apply(int64_t layer, const std::vector<int64_t>& keep) {
 void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep) {
     checkKeep(layer, keep);
     Layer& L = m_layers[layer];
+    int64_t evicted = 0;
+    for (int64_t h = 0; h < m_kvHeads; ++h) evicted += length(layer, h) - static_cast<int64_t>(keep[h].size());
+    countEntries(0, evicted);
     L.indexValid = false;
     bool unchanged = true, equalLengths = true;
     int64_t newMax = 0;
@@ -474,22 +493,14 @@ at::Tensor KvCache::byEntry(int64_t layer, const at::Tensor& x) const {
     return out;
 }
 
-uint64_t KvCache::bytesHeld(int64_t layer) const {
-    uint64_t entries = 0;
-    for (const auto& c : m_layers.at(layer).cols) entries += c.size();
-    return entries * entryBytes();
-}
+uint64_t KvCache::bytesHeld(int64_t layer) const { return entriesOf(m_layers.at(layer)) * entryBytes(); }
 
 uint64_t KvCache::bytesAllocated(int64_t layer) const {
     const Layer& L = m_layers.at(layer);
     return L.k.defined() ? static_cast<uint64_t>(L.k.nbytes() + L.v.nbytes()) : 0;
 }
 
-uint64_t KvCache::bytesHeld() const {
-    uint64_t n = 0;
-    for (int64_t l = 0; l < layers(); ++l) n += bytesHeld(l);
-    return n;
-}
+uint64_t KvCache::bytesHeld() const { return m_entries * entryBytes(); }
 
 uint64_t KvCache::bytesAllocated() const {
     uint64_t n = 0;

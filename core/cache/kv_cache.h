@@ -136,6 +136,11 @@ public:
     // Bytes of the K/V tensors actually allocated (capacity included).
     uint64_t bytesAllocated() const;
     uint64_t bytesAllocated(int64_t layer) const;
+    // The most bytesHeld() was at any moment since clear() or truncate():
+    // the whole prompt for a run that reads it in one forward and then
+    // compresses (prefill_once, a positional band), the budget plus the
+    // token just read for one that evicts token by token.
+    uint64_t peakBytesHeld() const { return m_peakEntries * entryBytes(); }
     // Bytes of the storage columns in use (padding of ragged heads included).
     uint64_t bytesInUse() const;
 
@@ -179,6 +184,10 @@ private:
     CacheOptions m_options;
     int64_t m_seqLen = 0;
     std::vector<Layer> m_layers;
+    // Entries held in every layer and head, and their high-water mark.
+    uint64_t m_entries = 0, m_peakEntries = 0;
+    void countEntries(int64_t added, int64_t removed);
+    uint64_t entriesOf(const Layer& L) const;
 };
 
 }  // namespace kvlens

@@ -109,12 +109,13 @@ Table budgetTable(const Trace& t) {
 
 Table metricsTable(const Trace& t) {
     Table tab;
-    tab.columns = {"policy", "step", "position", "kl", "top1_agrees", "target_logprob", "argmax", "retained_mass", "output_cosine"};
+    tab.columns = {"policy", "step", "position", "kl", "top1_agrees", "target_logprob", "argmax", "retained_mass", "output_cosine",
+                   "kv_bytes_held"};
     for (const auto& p : t.policies)
         for (size_t i = 0; i < p.metrics.size(); ++i) {
             const StepMetrics& m = p.metrics[i];
             tab.rows.push_back(json::array({p.label, i, m.position, num(m.kl), m.top1Agrees ? 1 : 0, num(m.targetLogProb),
-                                            m.argmax, num(m.retainedMass), num(m.outputCosine)}));
+                                            m.argmax, num(m.retainedMass), num(m.outputCosine), m.bytesHeld}));
         }
     return tab;
 }

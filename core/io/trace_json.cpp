@@ -44,7 +44,8 @@ json metricsJson(const std::vector<StepMetrics>& ms) {
     for (const auto& m : ms)
         a.push_back({{"position", m.position}, {"kl", number(m.kl)}, {"top1_agrees", m.top1Agrees},
                      {"target_logprob", number(m.targetLogProb)}, {"argmax", m.argmax},
-                     {"retained_mass", number(m.retainedMass)}, {"output_cosine", number(m.outputCosine)}});
+                     {"retained_mass", number(m.retainedMass)}, {"output_cosine", number(m.outputCosine)},
+                     {"kv_bytes_held", m.bytesHeld}});
     return a;
 }
 
@@ -58,7 +59,28 @@ json policySummaryJson(const PolicyTrace& p) {
             {"output_cosine", number(p.meanOutputCosine())},
             {"kv_bytes_held", p.bytesHeld},
             {"kv_bytes_allocated", p.bytesAllocated},
+            {"mean_kv_bytes_held", number(p.meanBytesHeld())},
+            {"peak_kv_bytes_held", p.peakBytesHeld()},
             {"diverged_at", p.divergedAt}};
+}
+
+json rankingJson(const Ranking& r) {
+    json runs = json::array();
+    for (const RankedRun& row : r.rows)
+        runs.push_back({{"label", row.label},
+                        {"rank", row.rank == 0 ? json(nullptr) : json(row.rank)},
+                        {"budget", number(row.budget)},
+                        {"mean_kl", number(row.meanKl)},
+                        {"top1_agreement", number(row.top1)},
+                        {"perplexity", number(row.perplexity)},
+                        {"retained_mass", number(row.retainedMass)},
+                        {"mean_kv_bytes_held", number(row.meanBytes)},
+                        {"peak_kv_bytes_held", row.peakBytes},
+                        {"memory_share", number(row.memoryShare)},
+                        {"unequal_memory", row.unequalMemory},
+                        {"oracle_agreement", number(row.oracleAgreement)}});
+    return {{"matched", r.matched}, {"reference_kv_bytes", number(r.referenceBytes)}, {"tolerance", r.tolerance},
+            {"unequal", r.unequal}, {"note", r.note}, {"runs", runs}};
 }
 
 // Kept-set agreement of every pair of eviction runs (runs 1..N): the mean

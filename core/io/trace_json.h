@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/run/trace.h"
+#include "core/study/ranking.h"
 
 namespace kvlens {
 
@@ -14,5 +15,8 @@ char tokenStatusChar(TokenStatus s);  // '.' unseen, 'h' held, 'k' kept by score
 
 nlohmann::json traceToJson(const Trace& trace, bool withLayers = true);
 nlohmann::json policySummaryJson(const PolicyTrace& p);
+// The ranking (core/study/ranking.h): "reference_kv_bytes", "matched",
+// "note", and "runs", one object per row in rank order.
+nlohmann::json rankingJson(const Ranking& ranking);
 
 }  // namespace kvlens

@@ -61,6 +61,8 @@ public:
         return m_ownBudgets.empty() ? m_budgets.perLayer[static_cast<size_t>(layer)] : m_ownBudgets[static_cast<size_t>(layer)];
     }
     const KvCache& cache() const { return m_cache; }
+    // KV bytes held as the run stands (the step presented, when read ahead).
+    uint64_t bytesHeld() const { return m_presented ? m_presented->bytesHeld : m_cache.bytesHeld(); }
 
     // Counts what this run reads, follows or replays, in tokens x layers
     // (each layer of a forward adds its tokens), for a progress display that
@@ -248,6 +250,7 @@ private:
     int64_t m_promptLength = 0;
     int64_t m_sinceTrim = 0;           // tokens read since the last trim (every_n)
     bool m_promptDone = false;
+    uint64_t m_promptPeakBytes = 0;  // the cache's high-water mark when the prompt was read
     int64_t m_prefillChunk = 0;
     double m_policySeconds = 0;
     std::atomic<int64_t>* m_tokensRead = nullptr;

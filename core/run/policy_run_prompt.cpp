@@ -63,6 +63,7 @@ void PolicyRun::endPromptToken(ForwardResult&& result) {
 void PolicyRun::endPrompt() {
     forgetObserved();
     m_promptDone = true;
+    m_promptPeakBytes = m_cache.peakBytesHeld();
 }
 
 bool PolicyRun::sharesPrefill() const {
@@ -91,6 +92,7 @@ void PolicyRun::readPromptShared(const std::vector<int64_t>& prompt, const std::
     if (record) record->logits = m_logits;
     forgetObserved();
     m_promptDone = true;
+    m_promptPeakBytes = m_cache.peakBytesHeld();
 }
 
 void PolicyRun::replayRecord(const Model& model, const PromptRecord& record, const std::vector<PolicyRun*>& followers) {
@@ -137,6 +139,7 @@ void PolicyRun::finishSharedPrompt(const at::Tensor& logits) {
     if (m_budgets.compress || m_config.schedule == Schedule::PrefillThenStep) trim();
     forgetObserved();
     m_promptDone = true;
+    m_promptPeakBytes = m_cache.peakBytesHeld();
 }
 
 void PolicyRun::rewind(int64_t length, int64_t promptLength) {

@@ -52,6 +52,7 @@ void PolicyRun::fillTrace(PolicyTrace& out) const {
     out.schedule = scheduleLabel(m_config);
     out.rerotate = m_cache.rerotate();
     out.budgetNote = m_budgets.note;
+    out.promptPeakBytes = m_promptPeakBytes;
     if (m_presented) {  // a step read ahead, not the last
         out.bytesHeld = m_presented->bytesHeld;
         out.bytesAllocated = m_presented->bytesAllocated;

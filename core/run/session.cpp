@@ -57,6 +57,9 @@ void Session::Impl::validate() const {
         if (id < 0 || id >= c.vocabSize)
             throw ArgumentError("question token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                                 std::to_string(c.vocabSize) + ")");
+    if (!opt.budgets.empty() && opt.budgets.size() != opt.policies.size())
+        throw ArgumentError(std::to_string(opt.budgets.size()) + " budgets for " + std::to_string(opt.policies.size()) +
+                            " policies: give one budget per policy, or none");
     for (const PolicyConfig& p : opt.policies) {
         if (!isOracle(p)) continue;
         if (p.schedule != Schedule::PrefillOnce)
@@ -105,11 +108,12 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options) : m
     m->validate();
     const int64_t T = static_cast<int64_t>(m->opt.prompt.size());
     const CaptureTarget capture{m->opt.attention.enabled, m->opt.attention.layer, m->opt.attention.head};
-    std::vector<PolicyConfig> configs{fullCacheConfig()};
-    for (const auto& p : m->opt.policies)
-        if (!isFullCache(p)) configs.push_back(p);
-    for (const auto& c : configs) {
-        m->runs.push_back(std::make_unique<PolicyRun>(*m->model, c, m->opt.budget, T, capture));
+    std::vector<std::pair<PolicyConfig, BudgetSpec>> configs{{fullCacheConfig(), m->opt.budget}};
+    for (size_t i = 0; i < m->opt.policies.size(); ++i)
+        if (!isFullCache(m->opt.policies[i]))
+            configs.emplace_back(m->opt.policies[i], m->opt.budgets.empty() ? m->opt.budget : m->opt.budgets[i]);
+    for (const auto& [config, budget] : configs) {
+        m->runs.push_back(std::make_unique<PolicyRun>(*m->model, config, budget, T, capture));
         m->samplers.emplace_back(m->opt.sampling);
     }
     m->metrics.resize(m->runs.size());

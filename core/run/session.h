@@ -27,6 +27,10 @@ struct SessionOptions {
     std::vector<int64_t> prompt;
     std::vector<PolicyConfig> policies;  // "full" is added as run 0 (and ignored here if listed)
     BudgetSpec budget;
+    // Each policy's own budget, one per entry of `policies` (compare
+    // --match-memory gives every policy the budget that holds the same
+    // memory); empty: every policy has `budget`.
+    std::vector<BudgetSpec> budgets;
     bool teacherForced = true;
     std::vector<int64_t> continuation;   // teacher-forced reference; empty: the full cache's own choices
     SamplingOptions sampling;            // how the full run (and free-running runs) pick tokens

@@ -52,6 +52,7 @@ void Session::Impl::measure() {
         if (!failure[r].empty() || !computed(r, steps)) continue;
         StepMetrics sm;
         sm.position = position;
+        sm.bytesHeld = run.bytesHeld();
         sm.argmax = run.logits().argmax().item<int64_t>();
         sm.top1Agrees = sm.argmax == full.argmax;
         sm.targetLogProb = std::nan("");

@@ -69,6 +69,16 @@ double PolicyTrace::meanOutputCosine() const {
     return meanOver(metrics, [](const StepMetrics& m) { return m.outputCosine; });
 }
 
+double PolicyTrace::meanBytesHeld() const {
+    return meanOver(metrics, [](const StepMetrics& m) { return static_cast<double>(m.bytesHeld); });
+}
+
+uint64_t PolicyTrace::peakBytesHeld() const {
+    uint64_t peak = std::max(promptPeakBytes, bytesHeld);
+    for (const auto& m : metrics) peak = std::max(peak, m.bytesHeld);
+    return peak;
+}
+
 double PolicyTrace::top1Agreement() const {
     return meanOver(metrics, [](const StepMetrics& m) { return m.top1Agrees ? 1.0 : 0.0; });
 }

@@ -40,6 +40,7 @@ struct StepMetrics {
     int64_t argmax = 0;         // the policy's most likely next token
     double retainedMass = 1;    // mean over layers and query heads (teacher-forced only)
     double outputCosine = 1;    // mean over layers and query heads (teacher-forced only)
+    uint64_t bytesHeld = 0;     // KV bytes the run's cache held when it made this prediction
 };
 
 struct PolicyTrace {
@@ -52,6 +53,8 @@ struct PolicyTrace {
     std::vector<LayerTrace> layers;
     uint64_t bytesHeld = 0;      // KV bytes this policy's cache holds
     uint64_t bytesAllocated = 0; // KV tensor bytes actually allocated
+    uint64_t promptPeakBytes = 0; // the most KV bytes its cache held while it read the prompt (a
+                                  // prefill_once policy: the whole prompt, before it compressed)
     std::vector<int64_t> generated;   // tokens this run produced (free-running) or read (teacher-forced)
     std::vector<StepMetrics> metrics; // one per prediction since the prompt ended
     int64_t divergedAt = -1;     // first generated index differing from full (free-running), -1 if none
@@ -60,6 +63,10 @@ struct PolicyTrace {
     double top1Agreement() const;
     double meanRetainedMass() const;
     double meanOutputCosine() const;
+    // KV bytes held over the run: the mean over its predictions (NaN
+    // without any), and the peak, prompt read included.
+    double meanBytesHeld() const;
+    uint64_t peakBytesHeld() const;
 };
 
 // Attention rows of one (layer, query head) for one policy: row r is the

@@ -160,6 +160,40 @@ TEST_F(CliTest, OutOfRangeBudgetsRunWithANoteAndBadPoliciesFail) {
     expectOneLineError(base + " --budget 8 --policy snapkv:window=-4", "window");
 }
 
+// compare ranks the runs and says whether they held equal memory; with
+// --match-memory each policy's budget is solved for the memory of --budget.
+TEST_F(CliTest, CompareRanksRunsAndMatchesMemory) {
+    const std::string policies = "compare --model " + quote(model()) +
+                                 " --prompt-ids 3,1,4,1,5,9,2,6,5,3,5,8,9,7,9,3,2,3,8,4 --steps 4 --policy window"
+                                 " --policy snapkv:window=2";
+    const std::string base = policies + " --budget 8";
+    CliRun r = run(base);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("not a comparison at matched memory"), std::string::npos) << r.out;
+    r = run(base + " --json -");
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_FALSE(j["ranking"]["matched"].get<bool>());
+    EXPECT_EQ(j["ranking"]["unequal"], 2);  // 8 and 8 + 2 entries, against their median 9
+    EXPECT_GT(j["policies"][2]["summary"]["peak_kv_bytes_held"].get<double>(),
+              j["policies"][2]["summary"]["mean_kv_bytes_held"].get<double>());  // it read the whole prompt first
+
+    r = run(base + " --match-memory");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("matched memory: every policy's budget solved"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("compared at matched memory"), std::string::npos) << r.out;
+    r = run(base + " --match-memory --json -");
+    ASSERT_EQ(r.code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j["ranking"]["matched"].get<bool>());
+    EXPECT_EQ(j["ranking"]["unequal"], 0);
+    EXPECT_EQ(j["matched_memory"]["target_tokens"], 8);
+    EXPECT_EQ(j["matched_memory"]["policies"][0]["budget"], "8");
+    EXPECT_EQ(j["matched_memory"]["policies"][1]["budget"], "6");  // 6 + mean(0..4) = 8
+    EXPECT_EQ(j["policies"][2]["layer_budgets"][0], 6);
+    expectOneLineError(policies + " --match-memory --budgets 8,8,8", "not per-layer --budgets");
+}
+
 TEST_F(CliTest, NeedleGridWithAUserHaystack) {
     const fs::path hay = s_dir->path() / "haystack.txt";
     std::ofstream(hay) << "w1 w2 w3 w4 . w5 w6 w7 . w8 w9 w10 w11 w12 .\nw13 w14 . w15 w16 w17 w18 .";

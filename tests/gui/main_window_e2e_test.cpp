@@ -6,7 +6,10 @@
 // The real `kvlens` binary: killed and restarted it leaves its autosave
 // alone while the restore question is open, and --screenshot exits 1 saying
 // why when the model cannot load or the file cannot be written.
+#include <QCheckBox>
 #include <QDockWidget>
+#include <QLabel>
+#include <QTableWidget>
 #include <QImage>
 #include <QScrollArea>
 #include <QScrollBar>
@@ -30,6 +33,7 @@
 #include "widgets/policy_column.h"
 #include "widgets/policy_list.h"
 #include "widgets/prompt_editor.h"
+#include "widgets/ranking_view.h"
 #include "widgets/transport_bar.h"
 
 using namespace kvlens;
@@ -195,6 +199,40 @@ private Q_SLOTS:
         QVERIFY(metrics->width() >= 300);
         for (int i = 0; i < w.comparison()->columnCount(); ++i)
             QCOMPARE(w.comparison()->column(i)->width(), w.comparison()->columnWidth());
+    }
+
+    // The Ranking dock ranks the runs and says they held unequal memory;
+    // Match memory reruns with each policy's budget solved (the worker,
+    // the controller and the view together), and says which it found.
+    void rankingDockMatchesMemory() {
+        MainWindow w;
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        w.start(QString());
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        std::vector<PolicyConfig> policies;
+        for (const char* id : {"streaming", "h2o:schedule=every_step", "snapkv"}) policies.push_back(parsePolicySpec(id));
+        w.policyList()->setPolicies(policies);
+        w.controller()->setPolicies(policies);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.comparison()->columnCount() == 4, 60000);
+        auto* dock = w.findChild<QDockWidget*>(QStringLiteral("ranking"));
+        QVERIFY(dock);
+        dock->raise();
+        ui::RankingView* ranking = w.rankingView();
+        QCOMPARE(ranking->table()->rowCount(), 4);
+        QVERIFY(!ranking->ranking().matched);
+        QVERIFY2(ranking->ranking().unequal > 0, qPrintable(ranking->note()->text()));  // snapkv grows after the prompt
+        ranking->matchSwitch()->setChecked(true);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && ranking->ranking().matched, 60000);
+        QCOMPARE(ranking->ranking().unequal, 0);
+        QVERIFY2(ranking->note()->text().startsWith(QStringLiteral("compared at matched memory")),
+                 qPrintable(ranking->note()->text()));
+        const auto t = w.comparison()->trace();
+        QVERIFY(t->policies[3].layers[0].budget < t->policies[1].layers[0].budget);  // snapkv's budget solved lower
+        if (const QByteArray shot = qgetenv("KVLENS_RANKING_SHOT"); !shot.isEmpty()) w.grab().save(QString::fromLocal8Bit(shot));
+        ranking->matchSwitch()->setChecked(false);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && !ranking->ranking().matched, 60000);
     }
 
     // Past max_position_embeddings (32 here) a run warns and runs; past 4×

@@ -38,6 +38,7 @@ void expectSameTraces(const std::vector<std::shared_ptr<const Trace>>& got,
             EXPECT_EQ(gp.generated, wp.generated) << run;
             EXPECT_EQ(gp.divergedAt, wp.divergedAt) << run;
             EXPECT_EQ(gp.bytesHeld, wp.bytesHeld) << run;
+            EXPECT_EQ(gp.peakBytesHeld(), wp.peakBytesHeld()) << run;
             ASSERT_EQ(gp.layers.size(), wp.layers.size()) << run;
             for (size_t l = 0; l < gp.layers.size(); ++l) {
                 EXPECT_EQ(gp.layers[l].budget, wp.layers[l].budget) << run;
@@ -52,6 +53,7 @@ void expectSameTraces(const std::vector<std::shared_ptr<const Trace>>& got,
             for (size_t i = 0; i < gp.metrics.size(); ++i) {
                 const StepMetrics &a = gp.metrics[i], &b = wp.metrics[i];
                 EXPECT_EQ(a.argmax, b.argmax) << run;
+                EXPECT_EQ(a.bytesHeld, b.bytesHeld) << run;
                 EXPECT_TRUE(close(a.kl, b.kl, tol)) << run << " kl " << a.kl << " vs " << b.kl;
                 EXPECT_TRUE(close(a.targetLogProb, b.targetLogProb, tol)) << run;
                 EXPECT_TRUE(close(a.retainedMass, b.retainedMass, tol)) << run;
