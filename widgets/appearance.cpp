@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "widgets/palette.h"
 #include "widgets/qcustomplot_include.h"
 
 namespace kvlens::ui {
@@ -109,8 +110,47 @@ void styleWith(QCustomPlot* plot, const QPalette& pal, const QFont& font);
 
 void stylePlot(QCustomPlot* plot) { styleWith(plot, QApplication::palette(), QApplication::font()); }
 
-PaperStyle::PaperStyle(QCustomPlot* plot) : m_plot(plot) { styleWith(plot, base().palette, base().font); }
-PaperStyle::~PaperStyle() { stylePlot(m_plot); }
+PaperStyle::PaperStyle(QCustomPlot* plot) : m_plot(plot) {
+    styleWith(plot, base().palette, base().font);
+    for (int i = 0; i < plot->plottableCount(); ++i) {
+        QCPAbstractPlottable* p = plot->plottable(i);
+        m_series.emplace_back(p->pen(), p->brush());
+        QPen pen = p->pen();
+        pen.setColor(paperColour(pen.color()));
+        p->setPen(pen);
+        QBrush brush = p->brush();
+        brush.setColor(paperColour(brush.color()));
+        p->setBrush(brush);
+    }
+    QCPLayoutInset* inset = plot->axisRect() ? plot->axisRect()->insetLayout() : nullptr;
+    for (int i = 0; inset && plot->legend->visible() && i < inset->elementCount(); ++i)
+        if (inset->elementAt(i) == plot->legend) {
+            m_legendMoved = true;
+            m_legendAlignment = inset->insetAlignment(i);
+            m_legendWrap = plot->legend->wrap();
+            inset->take(plot->legend);
+            inset->simplify();
+            QCPLayoutGrid* grid = plot->plotLayout();
+            grid->addElement(grid->rowCount(), 0, plot->legend);
+            grid->setRowStretchFactor(grid->rowCount() - 1, 0.001);
+            plot->legend->setWrap(3);  // three names a row under the axes
+            break;
+        }
+}
+
+PaperStyle::~PaperStyle() {
+    for (int i = 0; i < m_plot->plottableCount() && i < static_cast<int>(m_series.size()); ++i) {
+        m_plot->plottable(i)->setPen(m_series[static_cast<size_t>(i)].first);
+        m_plot->plottable(i)->setBrush(m_series[static_cast<size_t>(i)].second);
+    }
+    if (m_legendMoved) {
+        m_plot->plotLayout()->take(m_plot->legend);
+        m_plot->plotLayout()->simplify();
+        m_plot->legend->setWrap(m_legendWrap);
+        m_plot->axisRect()->insetLayout()->addElement(m_plot->legend, m_legendAlignment);
+    }
+    stylePlot(m_plot);
+}
 
 namespace {
 void styleWith(QCustomPlot* plot, const QPalette& pal, const QFont& font) {

@@ -7,7 +7,10 @@
 // (fonts, axes, grid, legend, background) — stylePlot() is also what a panel
 // calls on a plot it makes, so a new plot starts in the current appearance.
 #include <QPalette>
+#include <QBrush>
 #include <QPen>
+#include <utility>
+#include <vector>
 
 class QCustomPlot;
 
@@ -44,8 +47,10 @@ QPen seriesPen(const QColor& colour, double width, Qt::PenStyle style = Qt::Soli
 void stylePlot(QCustomPlot* plot);
 
 // While it lives, a plot is in the light theme at 100 % (an exported figure
-// goes on white paper at its own size, whatever the screen shows); restyled
-// back when it goes.
+// goes on white paper at its own size, whatever the screen shows): its
+// series in their light shades (paperColour), and a legend drawn inside the
+// axes moved under them, so that it never covers data. Restyled back when
+// it goes.
 class PaperStyle {
 public:
     explicit PaperStyle(QCustomPlot* plot);
@@ -55,6 +60,10 @@ public:
 
 private:
     QCustomPlot* m_plot;
+    std::vector<std::pair<QPen, QBrush>> m_series;  // each plottable's own, restored
+    bool m_legendMoved = false;
+    Qt::Alignment m_legendAlignment;
+    int m_legendWrap = 0;
 };
 
 }  // namespace kvlens::ui

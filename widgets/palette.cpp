@@ -33,38 +33,97 @@ QString statusText(TokenStatus s) {
     return QStringLiteral("?");
 }
 
-const std::vector<QColor>& policyPalette() {
-    // Hues at least 70 (RGB distance) from each other, from the status
-    // colours, the selection orange, the full cache's grey and white
-    // (readable as text), chosen by greedy max-min distance.
-    static const std::vector<QColor> colours{
-        QColor(0x33, 0x22, 0x88),  // indigo
-        QColor(0x99, 0x99, 0x33),  // olive
-        QColor(0x88, 0x22, 0x55),  // wine
-        QColor(0x1B, 0x78, 0x37),  // green
-        QColor(0x80, 0x73, 0xAC),  // lavender
-        QColor(0xE7, 0x29, 0x8A),  // magenta
-        QColor(0x7F, 0x3B, 0x08),  // brown
-        QColor(0x66, 0x66, 0x66),  // grey
+namespace {
+
+// One hue per colour slot, in two shades: for light backgrounds (the light
+// theme, presenter mode, paper) and for the dark theme. Each shade has at
+// least 4.5:1 contrast (WCAG) with its theme's window and base colours, and
+// any two slots differ by ΔE ≥ 9 (CIE Lab) under normal vision and under
+// simulated protanopia, deuteranopia and tritanopia (Machado et al. 2009),
+// in both shades. Found by a max-min search over OKLab hues at fixed
+// contrast; tests/gui/appearance_test checks both claims.
+struct Shades {
+    QColor light, dark;
+};
+const std::vector<Shades>& slotShades() {
+    static const std::vector<Shades> shades{
+        {QColor(0x7A, 0x4F, 0xB8), QColor(0xB1, 0x87, 0xF5)},  // violet
+        {QColor(0xB5, 0x39, 0x4D), QColor(0xF5, 0x73, 0x82)},  // red
+        {QColor(0x18, 0x70, 0x7D), QColor(0x58, 0xA7, 0xB5)},  // teal
+        {QColor(0x99, 0x55, 0x04), QColor(0xD5, 0x8C, 0x4B)},  // amber brown
+        {QColor(0x20, 0x51, 0x2D), QColor(0x9E, 0xD2, 0xA8)},  // green
+        {QColor(0x6E, 0x2F, 0x6A), QColor(0xF7, 0xAE, 0xF0)},  // plum
+        {QColor(0x6C, 0x68, 0x2D), QColor(0xA2, 0x9E, 0x63)},  // olive
+        {QColor(0x63, 0x61, 0x94), QColor(0x98, 0x97, 0xCE)},  // slate
     };
-    return colours;
+    return shades;
+}
+
+bool darkTheme() { return QApplication::palette().color(QPalette::Base).lightness() < 128; }
+
+// Label -> colour slot: what PolicyList gave each run (setPolicySlots), and
+// labels first seen elsewhere (a sweep's figure) after them. GUI thread only.
+std::map<std::string, int>& slotsByLabel() {
+    static std::map<std::string, int> given;
+    return given;
+}
+std::vector<int>& runSlots() {
+    static std::vector<int> slots;
+    return slots;
+}
+
+}  // namespace
+
+const std::vector<QColor>& policyPalette(bool dark) {
+    static const auto pick = [](bool d) {
+        std::vector<QColor> out;
+        for (const Shades& s : slotShades()) out.push_back(d ? s.dark : s.light);
+        return out;
+    };
+    static const std::vector<QColor> light = pick(false), darkShades = pick(true);
+    return dark ? darkShades : light;
+}
+
+const std::vector<QColor>& policyPalette() { return policyPalette(darkTheme()); }
+
+QColor slotColour(int slot) {
+    const auto& palette = policyPalette();
+    return palette[static_cast<size_t>(std::max(slot, 0)) % palette.size()];
+}
+
+QColor paperColour(const QColor& c) {
+    const auto& shades = slotShades();
+    for (const Shades& s : shades)
+        if (c.rgb() == s.dark.rgb()) return s.light;
+    if (c.rgb() == QColor(0xE0, 0xE0, 0xE0).rgb()) return QColor(0x20, 0x20, 0x20);  // the full cache's
+    return c;
 }
 
 // Near black on a light palette, near white on a dark one (View → Dark theme).
-QColor fullCacheColour() {
-    return QApplication::palette().color(QPalette::Base).lightness() < 128 ? QColor(0xE0, 0xE0, 0xE0)
-                                                                          : QColor(0x20, 0x20, 0x20);
+QColor fullCacheColour() { return darkTheme() ? QColor(0xE0, 0xE0, 0xE0) : QColor(0x20, 0x20, 0x20); }
+
+void setPolicySlots(const std::vector<std::string>& labels, const std::vector<int>& slots) {
+    runSlots() = slots;
+    for (size_t i = 0; i < labels.size() && i < slots.size(); ++i) slotsByLabel()[labels[i]] = slots[i];
 }
 
-QColor policyColour(const std::string& label) {
-    static std::map<std::string, size_t> given;  // GUI thread only
-    const auto it = given.emplace(label, given.size()).first;
-    const auto& palette = policyPalette();
-    return palette[it->second % palette.size()];
+int policySlot(const std::string& label) {
+    auto& given = slotsByLabel();
+    if (const auto it = given.find(label); it != given.end()) return it->second;
+    int next = 0;
+    for (const auto& [l, slot] : given) next = std::max(next, slot + 1);
+    return given[label] = next;
 }
+
+QColor policyColour(const std::string& label) { return slotColour(policySlot(label)); }
 
 QColor runColour(const Trace& trace, size_t run) {
-    return run == 0 || run >= trace.policies.size() ? fullCacheColour() : policyColour(trace.policies[run].label);
+    if (run == 0 || run >= trace.policies.size()) return fullCacheColour();
+    // The runs of the policy list as it is: by position (a question-aware
+    // run's label differs from the list's); a trace of another list: by label.
+    const auto& slots = runSlots();
+    if (slots.size() + 1 == trace.policies.size()) return slotColour(slots[run - 1]);
+    return policyColour(trace.policies[run].label);
 }
 
 // A pinkish grey: viridis never passes through it, and it reads as "missing".

@@ -14,15 +14,30 @@ namespace kvlens::ui {
 
 QColor statusColour(TokenStatus s);
 QString statusText(TokenStatus s);  // "kept by score", "evicted", ...
-// A policy's colour, by its label: given on first sight and kept for the
-// whole session (removing or adding another policy changes nothing), from
-// hues none of the token-status colours uses. The full cache is dark grey.
+// Policy colours follow a run's identity, a colour slot: the policy list
+// gives each policy a slot when it is added (the lowest free one) and keeps
+// it through parameter edits, question modes, and save and reopen
+// (setPolicySlots). Slot k's colour is the k-th (mod 8) of a palette safe for
+// the common colour-vision deficiencies, in a shade readable as text on the
+// theme in use (light or dark). The full cache is near black, or near white
+// on the dark theme.
+QColor slotColour(int slot);
+// The policy list as it stands: its labels and their slots, in order.
+void setPolicySlots(const std::vector<std::string>& labels, const std::vector<int>& slots);
+// A label's slot: the one the list gave it, else one given on first sight.
+int policySlot(const std::string& label);
 QColor policyColour(const std::string& label);
 QColor fullCacheColour();
-// Run `run` of a Trace (run 0 is the full cache).
+// Run `run` of a Trace (run 0 is the full cache): by position when the trace
+// has the list's runs (a question-aware run's label is not the list's), else
+// by label.
 QColor runColour(const Trace& trace, size_t run);
-// The hues policyColour() gives out, in order.
+// The palette's shades for the theme in use, or for light / dark backgrounds.
 const std::vector<QColor>& policyPalette();
+const std::vector<QColor>& policyPalette(bool dark);
+// A series colour as it prints on white paper: a dark-theme shade becomes
+// its slot's light shade (and the full cache's near white near black).
+QColor paperColour(const QColor& colour);
 
 // Attention cells that are not in a query's cache: evicted keys (NaN in an
 // AttentionMap at k <= q) get their own colour, distinct from every colour of

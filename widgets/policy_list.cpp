@@ -11,6 +11,7 @@
 #include <QToolButton>
 #include <QUndoStack>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "core/policy/policy_info.h"
 #include "widgets/palette.h"
@@ -74,20 +75,42 @@ PolicyList::PolicyList(QUndoStack* undo, QWidget* parent)
     connect(m_form, &ParamForm::edited, this, [this](const PolicyConfig& c) {
         const int row = m_list->currentRow();
         if (row < 0 || row >= static_cast<int>(m_policies.size())) return;
-        auto next = m_policies;
-        next[static_cast<size_t>(row)] = c;
+        Entries next = m_entries;
+        next.policies[static_cast<size_t>(row)] = c;
         edit(std::move(next), tr("Configure %1").arg(QString::fromStdString(c.id)));
     });
 }
 
-void PolicyList::setPolicies(const std::vector<PolicyConfig>& policies) {
-    m_policies = policies;
+void PolicyList::setPolicies(const std::vector<PolicyConfig>& policies, const std::vector<int>& slots) {
+    std::vector<int> given = slots;
+    std::vector<int> sorted = slots;
+    std::sort(sorted.begin(), sorted.end());
+    const bool distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+    if (given.size() != policies.size() || !distinct || (!sorted.empty() && sorted.front() < 0)) {
+        given.resize(policies.size());
+        for (size_t i = 0; i < given.size(); ++i) given[i] = static_cast<int>(i);
+    }
+    present({policies, given});
+}
+
+void PolicyList::present(const Entries& entries) {
+    m_entries = entries;
+    std::vector<std::string> labels;
+    for (const PolicyConfig& p : m_policies) labels.push_back(p.label());
+    setPolicySlots(labels, m_entries.slots);
     refreshList();
 }
 
+int PolicyList::freeSlot() const {
+    int slot = 0;
+    while (std::find(m_entries.slots.begin(), m_entries.slots.end(), slot) != m_entries.slots.end()) ++slot;
+    return slot;
+}
+
 void PolicyList::addPolicy(const std::string& id) {
-    auto next = m_policies;
-    next.push_back(parsePolicySpec(id));
+    Entries next = m_entries;
+    next.policies.push_back(parsePolicySpec(id));
+    next.slots.push_back(freeSlot());
     edit(std::move(next), tr("Add %1").arg(QString::fromStdString(id)));
     select(static_cast<int>(m_policies.size()) - 1);
 }
@@ -104,21 +127,20 @@ QString PolicyList::addPolicyFromFile(const QString& file) {
 void PolicyList::removeSelected() {
     const int row = m_list->currentRow();
     if (row < 0 || row >= static_cast<int>(m_policies.size())) return;
-    auto next = m_policies;
-    next.erase(next.begin() + row);
+    Entries next = m_entries;
+    next.policies.erase(next.policies.begin() + row);
+    next.slots.erase(next.slots.begin() + row);
     edit(std::move(next), tr("Remove %1").arg(QString::fromStdString(m_policies[static_cast<size_t>(row)].id)));
 }
 
 void PolicyList::select(int index) { m_list->setCurrentRow(index); }
 
-void PolicyList::edit(std::vector<PolicyConfig> next, const QString& what) {
-    m_undo->push(new ValueCommand<std::vector<PolicyConfig>>(what, m_policies, std::move(next),
-                                                             [this](const std::vector<PolicyConfig>& p) { apply(p); }));
+void PolicyList::edit(Entries next, const QString& what) {
+    m_undo->push(new ValueCommand<Entries>(what, m_entries, std::move(next), [this](const Entries& e) { apply(e); }));
 }
 
-void PolicyList::apply(const std::vector<PolicyConfig>& policies) {
-    m_policies = policies;
-    refreshList();
+void PolicyList::apply(const Entries& entries) {
+    present(entries);
     Q_EMIT policiesChanged(m_policies);
 }
 
@@ -133,7 +155,7 @@ void PolicyList::refreshList() {
         const QString text = QString::fromStdString(m_policies[i].label());
         QListWidgetItem* item = sameCount ? m_list->item(static_cast<int>(i)) : new QListWidgetItem(m_list);
         item->setText(text);
-        item->setForeground(policyColour(m_policies[i].label()));  // the colour every panel gives it
+        item->setForeground(slotColour(m_entries.slots[i]));  // the colour every panel gives it
     }
     const int keep = std::min(row, m_list->count() - 1);
     m_list->setCurrentRow(keep);

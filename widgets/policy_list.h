@@ -22,8 +22,14 @@ class PolicyList : public QWidget {
 public:
     explicit PolicyList(QUndoStack* undo, QWidget* parent = nullptr);
 
-    void setPolicies(const std::vector<PolicyConfig>& policies);  // not undoable (initial state)
+    // Not undoable (the initial state, an opened session). `slots`: each
+    // policy's colour slot (widgets/palette.h) as saved; empty, or not one
+    // distinct slot per policy: given afresh.
+    void setPolicies(const std::vector<PolicyConfig>& policies, const std::vector<int>& slots = {});
     const std::vector<PolicyConfig>& policies() const { return m_policies; }
+    // Each policy's colour slot: given when it is added (the lowest free
+    // one), kept while it is edited, dropped when it is removed.
+    const std::vector<int>& colourSlots() const { return m_entries.slots; }
     void addPolicy(const std::string& id);
     // A TorchScript scorer (docs/plugins.md) as a new policy; why not, or empty.
     QString addPolicyFromFile(const QString& file);
@@ -36,12 +42,19 @@ Q_SIGNALS:
     void policiesChanged(const std::vector<kvlens::PolicyConfig>& policies);
 
 private:
-    void edit(std::vector<PolicyConfig> next, const QString& what);
-    void apply(const std::vector<PolicyConfig>& policies);
+    struct Entries {
+        std::vector<PolicyConfig> policies;
+        std::vector<int> slots;  // one per policy
+    };
+    void edit(Entries next, const QString& what);
+    void present(const Entries& entries);  // the list, its colours (setPolicySlots), no signal
+    void apply(const Entries& entries);  // present() and policiesChanged
     void refreshList();
+    int freeSlot() const;
 
     QUndoStack* m_undo;
-    std::vector<PolicyConfig> m_policies;
+    Entries m_entries;
+    const std::vector<PolicyConfig>& m_policies = m_entries.policies;
     QListWidget* m_list;
     QToolButton* m_add;
     QPushButton* m_remove;

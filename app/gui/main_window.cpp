@@ -609,6 +609,7 @@ SessionFile MainWindow::sessionState() const {
     s.calibration = m_controller->calibration().toStdString();
     s.policies.clear();
     s.scripts.clear();
+    s.colours = m_policies->colourSlots();
     for (const PolicyConfig& p : m_policies->policies()) {
         s.policies.push_back(p.spec());
         const std::string& file = findPolicy(p.id).file;
@@ -672,7 +673,7 @@ QString MainWindow::applySession(const SessionFile& s) {
     m_prompt->setText(QString::fromStdString(s.prompt));  // emits textEdited: the controller follows
     m_prompt->setQuestion(QString::fromStdString(s.question), s.questionMode == "aware");
     m_controller->setCalibration(QString::fromStdString(s.calibration));
-    m_policies->setPolicies(policies);
+    m_policies->setPolicies(policies, s.colours);
     m_controller->setPolicies(policies);
     ui::BudgetState state = m_budget->state();
     if (!budget.perLayer.empty()) {

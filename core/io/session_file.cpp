@@ -121,6 +121,7 @@ json sessionToJson(const SessionFile& s) {
              {{"layer", s.view.layer}, {"head", s.view.head}, {"step", s.view.step}, {"colour_scale", s.view.colourScale}}}};
     if (!s.question.empty()) j["question"] = {{"text", s.question}, {"mode", s.questionMode}};
     if (!s.calibration.empty()) j["calibration"] = s.calibration;
+    if (!s.colours.empty()) j["colours"] = s.colours;
     if (!s.scripts.empty()) {
         json scripts = json::array();
         for (const auto& [file, fingerprint] : s.scripts) scripts.push_back({{"file", file}, {"fingerprint", fingerprint}});
@@ -179,6 +180,13 @@ SessionFile sessionFromJson(const json& j, const std::string& source) {
     if (!(s.temperature >= 0) || !(s.topP > 0 && s.topP <= 1))
         throw FormatError(source, "\"sampling\": temperature must be 0 or more and top_p in (0, 1] (got " +
                                       std::to_string(s.temperature) + ", " + std::to_string(s.topP) + ")");
+    s.colours = optional<std::vector<int>>(j, "colours", {}, source);
+    std::vector<int> sorted = s.colours;
+    std::sort(sorted.begin(), sorted.end());
+    if (!s.colours.empty() && (s.colours.size() != s.policies.size() || sorted.front() < 0 || sorted.back() >= 1000 ||
+                               std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()))
+        throw FormatError(source, "\"colours\" must give each of the " + std::to_string(s.policies.size()) +
+                                      " policies its own colour slot from 0 to 999");
     for (const json& script : optional<json>(j, "scripts", json::array(), source)) {
         if (!script.is_object()) throw FormatError(source, "\"scripts\" must hold objects with \"file\" and \"fingerprint\"");
         s.scripts[field<std::string>(script, "file", source)] = optional<std::string>(script, "fingerprint", "", source);

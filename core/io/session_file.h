@@ -28,6 +28,10 @@ struct SessionFile {
     // Each TorchScript scorer's file → scriptFingerprint() when saved (opening
     // says when one changed since).
     std::map<std::string, std::string> scripts;
+    // Each policy's colour slot in the GUI (widgets/palette.h), one per
+    // policy and distinct, so that a run keeps its colour when reopened;
+    // empty: given afresh.
+    std::vector<int> colours;
     std::string budget;            // "64" or "25%"; empty when budgets is used
     std::string budgets;           // per-layer "64,48,32", empty when budget is used
     int64_t decodeSteps = 16;

@@ -9,6 +9,7 @@
 #include "widgets/metrics_panel.h"
 #include "widgets/model_panel.h"
 #include "widgets/palette.h"
+#include "widgets/appearance.h"
 #include "widgets/status_legend.h"
 #include "widgets/policy_column.h"
 #include <QDir>
@@ -23,31 +24,16 @@ using namespace kvlens;
 class MetricsPanelTest : public QObject {
     Q_OBJECT
 private Q_SLOTS:
-    // A policy keeps its colour whatever else is added or removed, and no
-    // policy colour is close to a token-status colour, the selection colour,
-    // another policy's or the full cache's.
-    void policyColoursAreStableAndApartFromTheStatusColours() {
+    // A label first seen outside the policy list (a sweep's figure) keeps
+    // the colour it was given whatever else is seen after it (the palette's
+    // readability and distinctness: appearance_test).
+    void policyColoursAreStableByLabel() {
         const QColor h2o = ui::policyColour("h2o:colour_test");
         const QColor snap = ui::policyColour("snapkv:colour_test");
         for (int i = 0; i < 5; ++i) ui::policyColour("other" + std::to_string(i) + ":colour_test");
         QCOMPARE(ui::policyColour("h2o:colour_test"), h2o);
         QCOMPARE(ui::policyColour("snapkv:colour_test"), snap);
         QVERIFY(h2o != snap);
-        auto distance = [](const QColor& a, const QColor& b) {
-            const int dr = a.red() - b.red(), dg = a.green() - b.green(), db = a.blue() - b.blue();
-            return std::sqrt(double(dr * dr + dg * dg + db * db));
-        };
-        std::vector<QColor> others{ui::fullCacheColour(), ui::selectionColour(), ui::evictedColour(), QColor(Qt::white)};
-        for (TokenStatus s : {TokenStatus::Unseen, TokenStatus::Held, TokenStatus::Score, TokenStatus::Sink,
-                              TokenStatus::Window, TokenStatus::Evicted})
-            others.push_back(ui::statusColour(s));
-        const auto& palette = ui::policyPalette();
-        for (size_t i = 0; i < palette.size(); ++i) {
-            for (const QColor& o : others)
-                QVERIFY2(distance(palette[i], o) > 70, qPrintable(palette[i].name() + " ~ " + o.name()));
-            for (size_t j = 0; j < i; ++j)
-                QVERIFY2(distance(palette[i], palette[j]) > 70, qPrintable(palette[i].name() + " ~ " + palette[j].name()));
-        }
     }
 
     // Issue 21 item 15: the retained-mass plot's layer axis stays readable at 30 and 80 layers.
@@ -158,6 +144,40 @@ private Q_SLOTS:
         QVERIFY(bytes.startsWith("%PDF"));
         QVERIFY(bytes.contains("/Type /Page"));
         QVERIFY(!ui::MetricsPanel::exportPlot(panel.klPlot(), dir.filePath("kl.bmp")).isEmpty());
+    }
+
+    // Issue 50: an exported plot's legend sits under the axes, never over
+    // the data, and its series print in their light shades on white paper
+    // when the screen is dark; both go back after the export.
+    void exportsPutTheLegendOutsideAndPrintLightShades() {
+        ui::applyAppearance({100, true, false});  // dark
+        ui::MetricsPanel panel;
+        panel.resize(700, 600);
+        panel.setTrace(test::makeTrace(12));
+        QCustomPlot* plot = panel.klPlot();
+        QVERIFY(plot->graphCount() >= 1);
+        const QColor screen = plot->graph(0)->pen().color();
+        QCOMPARE(screen, ui::policyPalette(true)[static_cast<size_t>(ui::policySlot("h2o"))]);
+        plot->legend->setVisible(true);
+        auto inAxes = [plot] {
+            QCPLayoutInset* inset = plot->axisRect()->insetLayout();
+            for (int i = 0; i < inset->elementCount(); ++i)
+                if (inset->elementAt(i) == plot->legend) return true;
+            return false;
+        };
+        QVERIFY(inAxes());
+        {
+            const ui::PaperStyle paper(plot);
+            QVERIFY(!inAxes());
+            QCOMPARE(plot->graph(0)->pen().color(), ui::paperColour(screen));
+            QCOMPARE(plot->graph(0)->pen().color(), ui::policyPalette(false)[static_cast<size_t>(ui::policySlot("h2o"))]);
+            plot->toPixmap(480, 360);  // laid out at the export's size
+            QVERIFY(plot->legend->outerRect().top() >= plot->axisRect()->outerRect().bottom());
+        }
+        QVERIFY(inAxes());
+        QCOMPARE(plot->graph(0)->pen().color(), screen);
+        plot->legend->setVisible(false);
+        ui::applyAppearance({100, false, false});
     }
 
     // A step whose logits became NaN: a gap in the KL and agreement plots

@@ -7,6 +7,7 @@
 #include <QSpinBox>
 #include <QUndoStack>
 
+#include "widgets/palette.h"
 #include "widgets/param_form.h"
 #include "widgets/policy_list.h"
 
@@ -48,6 +49,46 @@ private Q_SLOTS:
         list.removeSelected();
         QCOMPARE(list.policies().size(), size_t{1});
         QCOMPARE(list.policies()[0].id, std::string("snapkv"));
+    }
+
+    // Issue 50: a policy keeps its colour slot for its life: through a
+    // parameter edit (its label changes), another's removal, undo and redo;
+    // a new one takes the lowest free slot, so no two share a colour.
+    void colourSlotsFollowThePolicyNotItsLabel() {
+        QUndoStack undo;
+        ui::PolicyList list(&undo);
+        list.setPolicies({parsePolicySpec("streaming"), parsePolicySpec("h2o"), parsePolicySpec("snapkv")});
+        QCOMPARE(list.colourSlots(), (std::vector<int>{0, 1, 2}));
+        const QColor snapkv = ui::slotColour(2);
+        list.select(2);
+        qobject_cast<QSpinBox*>(list.form()->control("window"))->setValue(16);
+        QCOMPARE(list.policies()[2].label(), std::string("snapkv:window=16"));
+        QCOMPARE(list.colourSlots(), (std::vector<int>{0, 1, 2}));
+        QCOMPARE(ui::policyColour("snapkv:window=16"), snapkv);
+        QCOMPARE(list.list()->item(2)->foreground().color(), snapkv);
+        list.select(0);
+        list.removeSelected();
+        QCOMPARE(list.colourSlots(), (std::vector<int>{1, 2}));
+        QCOMPARE(list.list()->item(1)->foreground().color(), snapkv);
+        list.addPolicy("tova");
+        QCOMPARE(list.colourSlots(), (std::vector<int>{1, 2, 0}));  // the lowest free slot
+        list.addPolicy("h2o");
+        QCOMPARE(list.colourSlots(), (std::vector<int>{1, 2, 0, 3}));
+        undo.undo();
+        undo.undo();
+        undo.undo();
+        QCOMPARE(list.colourSlots(), (std::vector<int>{0, 1, 2}));
+        // A run of a trace with the list's runs takes its slot by position
+        // (a question-aware run's label differs from the list's).
+        Trace t;
+        t.policies.resize(4);
+        t.policies[3].label = "snapkv:window=5";
+        QCOMPARE(ui::runColour(t, 3), snapkv);
+        // Slots saved in a session come back; slots that are not one per policy and distinct are given afresh.
+        list.setPolicies({parsePolicySpec("h2o"), parsePolicySpec("tova")}, {5, 2});
+        QCOMPARE(list.colourSlots(), (std::vector<int>{5, 2}));
+        list.setPolicies({parsePolicySpec("h2o"), parsePolicySpec("tova")}, {2, 2});
+        QCOMPARE(list.colourSlots(), (std::vector<int>{0, 1}));
     }
 
     void invalidValuesAreRejectedWithAReason() {
