@@ -19,6 +19,7 @@
 #include <QComboBox>
 #include <QMenu>
 #include <QMenuBar>
+#include <QListWidget>
 #include <QtTest>
 #include <QPushButton>
 #include <QSpinBox>
@@ -45,6 +46,7 @@
 #include "widgets/model_panel.h"
 #include "widgets/needle_panel.h"
 #include "widgets/policy_column.h"
+#include "widgets/palette.h"
 #include "widgets/policy_list.h"
 #include "widgets/prompt_editor.h"
 #include "widgets/transport_bar.h"
@@ -200,6 +202,7 @@ private Q_SLOTS:
         const SessionFile s = loadSession(saved.toStdString());
         QCOMPARE(s.prompt, std::string(kPrompt));
         QCOMPARE(s.policies, (std::vector<std::string>{"snapkv", "h2o"}));
+        QCOMPARE(s.colours, (std::vector<int>{0, 1}));
         QCOMPARE(s.budget, std::string("16"));
         QVERIFY(s.modelDir.empty());  // the bundled model
         QVERIFY(!s.modelFingerprint.empty());
@@ -216,6 +219,14 @@ private Q_SLOTS:
         QString why;
         QVERIFY2(sameTraces(*before, *w.controller()->history().back(), &why), qPrintable(why));
         QVERIFY(reported.texts.isEmpty());
+        // Colours come back with the session: h2o keeps slot 1 though it is now the only policy.
+        SessionFile alone = s;
+        alone.policies = {"h2o"};
+        alone.colours = {1};
+        const QString one = dir.filePath(QStringLiteral("one.kvlens.json"));
+        QVERIFY(w.files()->openSession(writeText(one, sessionToJson(alone).dump())));
+        QCOMPARE(w.policyList()->colourSlots(), std::vector<int>{1});
+        QCOMPARE(w.policyList()->list()->item(0)->foreground().color(), ui::slotColour(1));
     }
 
     // The title names the session and marks unsaved changes; closing the

@@ -78,6 +78,20 @@ TEST_F(SessionFileTest, RoundTripKeepsEveryField) {
     EXPECT_EQ(back.policies, s.policies);
     EXPECT_EQ(back.view.colourScale, "log");
     EXPECT_EQ(back.view.head, 3);
+    // The GUI's colour slots travel with the policies; none: the key is left out.
+    SessionFile coloured = s;
+    coloured.colours.clear();
+    for (size_t i = 0; i < s.policies.size(); ++i) coloured.colours.push_back(static_cast<int>(7 - i));
+    EXPECT_EQ(sessionFromJson(sessionToJson(coloured)).colours, coloured.colours);
+    EXPECT_FALSE(sessionToJson(s).contains("colours") && s.colours.empty());
+    auto j = sessionToJson(coloured);
+    j["colours"].push_back(9);  // one more than the policies
+    EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("\"colours\" must give each of the"), std::string::npos);
+    j = sessionToJson(coloured);
+    j["colours"][0] = j["colours"][1];  // two policies sharing a colour
+    EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("its own colour slot"), std::string::npos);
+    j["colours"] = "red";
+    EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("\"colours\""), std::string::npos);
 }
 
 TEST_F(SessionFileTest, SaveThenOpenGivesTheSameTraces) {
