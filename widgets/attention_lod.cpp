@@ -39,27 +39,38 @@ std::vector<float> downsample(const std::vector<float>& src, int64_t n) {
 
 }  // namespace
 
-AttentionLod::AttentionLod(const AttentionMap& map) : m_size(map.size) {
+AttentionLod::AttentionLod(const AttentionMap& map) : m_size(map.size), m_map(map) {
     if (m_size <= 0 || map.rows.size() != static_cast<size_t>(m_size)) {
         m_size = 0;
         return;
     }
-    std::vector<float> base(static_cast<size_t>(m_size * m_size));
+    // The finest level kept: a map past kMaxSide cells a side starts at the
+    // level that fits (a 38k-token map would take 5.8 GB at one float a cell).
+    while (levelSize(m_first) > kMaxSide) ++m_first;
+    const int64_t block = int64_t{1} << m_first, m = levelSize(m_first);
+    std::vector<float> base(static_cast<size_t>(m * m), kFuture);
+    std::vector<uint8_t> evicted(base.size(), 0);
     m_minPositive = std::numeric_limits<float>::infinity();
     for (int64_t q = 0; q < m_size; ++q)
         for (int64_t k = 0; k < m_size; ++k) {
             const float v = map.at(q, k);
-            float& out = base[static_cast<size_t>(q * m_size + k)];
             // The map marks both evicted and future keys NaN; causality tells them apart.
-            out = std::isnan(v) ? (k > q ? kFuture : v) : v;
-            if (!std::isnan(v)) {
-                m_max = std::max(m_max, v);
-                if (v > 0) m_minPositive = std::min(m_minPositive, v);
+            const size_t cell = static_cast<size_t>((q / block) * m + k / block);
+            if (std::isnan(v)) {
+                if (k <= q) evicted[cell] = 1;
+                continue;
             }
+            base[cell] = std::max(base[cell], v);
+            m_max = std::max(m_max, v);
+            if (v > 0) m_minPositive = std::min(m_minPositive, v);
         }
+    // A block with no value is evicted if any of its cells is, otherwise future (as pool()).
+    for (size_t i = 0; i < base.size(); ++i)
+        if (base[i] == kFuture && evicted[i]) base[i] = std::numeric_limits<float>::quiet_NaN();
     if (!std::isfinite(m_minPositive)) m_minPositive = 0;
+    m_levels.resize(static_cast<size_t>(m_first));
     m_levels.push_back(std::move(base));
-    for (int64_t n = m_size; n > 1; n = (n + 1) / 2) m_levels.push_back(downsample(m_levels.back(), n));
+    for (int64_t n = m; n > 1; n = (n + 1) / 2) m_levels.push_back(downsample(m_levels.back(), n));
 }
 
 int64_t AttentionLod::levelSize(int level) const {
@@ -69,6 +80,10 @@ int64_t AttentionLod::levelSize(int level) const {
 }
 
 float AttentionLod::at(int level, int64_t row, int64_t col) const {
+    if (level == 0 && m_first > 0) {  // the cell itself, from the map
+        const float v = m_map.at(row, col);
+        return std::isnan(v) && col > row ? kFuture : v;
+    }
     return m_levels[static_cast<size_t>(level)][static_cast<size_t>(row * levelSize(level) + col)];
 }
 
@@ -79,7 +94,7 @@ const float* AttentionLod::row(int level, int64_t r) const {
 int AttentionLod::levelFor(double cellsPerPixel) const {
     // The finest level whose cells are at least a pixel wide: finer levels
     // would have the scaled image skip cells, and so lose their maxima.
-    int level = 0;
+    int level = m_first;
     while (level + 1 < levels() && static_cast<double>(int64_t{1} << level) < cellsPerPixel) ++level;
     return level;
 }

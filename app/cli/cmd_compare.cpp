@@ -166,6 +166,7 @@ void runCompare(const CompareArgs& a) {
         if (a.json != "-") printMatching(*matching);
     }
     Session session(model, so);
+    if (!session.memoryNote().empty()) std::cerr << "kvlens-cli: note: " << session.memoryNote() << "\n";
     std::shared_ptr<const Trace> trace = session.start();
     for (int64_t s = 0; s < steps; ++s) trace = session.step();
     const Ranking ranking = rankRuns(*trace, matching ? matching->targetBytes : std::nan(""));

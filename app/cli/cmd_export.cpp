@@ -50,6 +50,7 @@ std::shared_ptr<const Trace> runTrace(const ExportArgs& a, const std::shared_ptr
                                       SessionOptions so, int64_t layer, int64_t head) {
     so.attention = {true, layer, head};
     Session session(model, std::move(so));
+    if (!session.memoryNote().empty()) std::cerr << "kvlens-cli: note: " << session.memoryNote() << "\n";
     std::shared_ptr<const Trace> trace = session.start();
     for (int64_t s = 0; s < a.steps; ++s) trace = session.step();
     return trace;

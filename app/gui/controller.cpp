@@ -21,6 +21,9 @@ Controller::Controller(QObject* parent) : QObject(parent), m_worker(new Worker) 
         m_matchTarget = targetBytes;
         Q_EMIT memoryMatched(targetBytes, text);
     });
+    connect(m_worker, &Worker::runMemoryNote, this, [this](quint64 id, const QString& text) {
+        if (id == m_currentRun) Q_EMIT memoryNoted(text);
+    });
     connect(m_worker, &Worker::runFailed, this, &Controller::acceptFailure);
     connect(m_worker, &Worker::runProgress, this, [this](quint64 id, int percent, const QString& text) {
         if (id == m_currentRun && m_busy) Q_EMIT runProgress(percent, text);

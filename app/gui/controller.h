@@ -102,6 +102,8 @@ Q_SIGNALS:
     // Before each run: why its length is past the model's context (a
     // warning: it runs), or empty when it is within it.
     void contextChecked(const QString& warning);
+    // What the memory guard dropped for the current run (empty: nothing).
+    void memoryNoted(const QString& note);
     // Before each run: the prompt's length in tokens (BOS included).
     void promptCounted(int tokens);
     void busyChanged(bool busy);

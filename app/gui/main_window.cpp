@@ -337,8 +337,12 @@ void MainWindow::connectController() {
     connect(c, &Controller::promptCounted, m_prompt, &ui::PromptEditor::setTokenCount);
     connect(c, &Controller::promptCounted, m_memory, [this](int tokens) { m_memory->setContext(tokens); });
     connect(c, &Controller::contextChecked, this, [this](const QString& warning) {
-        m_notice->setText(warning.isEmpty() ? QString() : tr("Past the model's context: %1").arg(warning));
-        m_notice->setVisible(!warning.isEmpty());
+        m_contextWarning = warning.isEmpty() ? QString() : tr("Past the model's context: %1").arg(warning);
+        showNotice();
+    });
+    connect(c, &Controller::memoryNoted, this, [this](const QString& note) {
+        m_memoryWarning = note.isEmpty() ? QString() : tr("To stay within memory: %1.").arg(note);
+        showNotice();
     });
     c->setLongContextDecider([this](const QString& message) {
         QMessageBox box(QMessageBox::Warning, tr("Run past the model's context?"), message,
@@ -389,6 +393,14 @@ void MainWindow::showModelFailure(const QString& message) {
 }
 
 QString MainWindow::contextNotice() const { return m_notice->text(); }
+
+void MainWindow::showNotice() {
+    QStringList parts;
+    for (const QString& p : {m_contextWarning, m_memoryWarning})
+        if (!p.isEmpty()) parts << p;
+    m_notice->setText(parts.join(QLatin1Char(' ')));
+    m_notice->setVisible(!parts.isEmpty());
+}
 
 void MainWindow::setZoom(int percent) {
     ui::Appearance a = ui::currentAppearance();
@@ -523,6 +535,17 @@ void MainWindow::start(const QString& modelDir, const QString& prompt) {
 }
 
 void MainWindow::showTrace(const std::shared_ptr<const Trace>& trace, int step) {
+    // The views of a long run need memory too (a heatmap's pyramid per
+    // column): when it runs out, say so and keep the window up.
+    try {
+        showTraceViews(trace, step);
+    } catch (const std::bad_alloc&) {
+        m_error->setText(tr("Out of memory while drawing step %1: shorten the prompt or run fewer policies.").arg(step));
+        m_error->show();
+    }
+}
+
+void MainWindow::showTraceViews(const std::shared_ptr<const Trace>& trace, int step) {
     m_error->hide();
     m_comparison->setTrace(trace);
     m_metrics->setTrace(trace);

@@ -124,6 +124,7 @@ private:
     void connectSweep();
     void openSweepAsked();
     void showTrace(const std::shared_ptr<const Trace>& trace, int step);
+    void showTraceViews(const std::shared_ptr<const Trace>& trace, int step);
     void updateTimelinePolicies(const Trace& trace);
     void updateTimelineSelection();
     void showRunStats(double promptMs, double totalMs);
@@ -149,7 +150,9 @@ private:
     QComboBox* m_timelinePolicy;
     QLabel* m_selection;
     QLabel* m_error;
-    QLabel* m_notice;  // a run past the model's context (a warning; it runs)
+    QLabel* m_notice;  // a run past the model's context, what the memory guard dropped (warnings; it runs)
+    QString m_contextWarning, m_memoryWarning;
+    void showNotice();
     QProgressBar* m_busy;
     QToolButton* m_cancelRun;
     QLabel* m_modelLabel;

@@ -130,6 +130,7 @@ void Worker::run(const RunRequest& r) {
             Q_EMIT runProgress(id, percent, tr("Reading the prompt: %1").arg(parts.join(QStringLiteral(" · "))));
         });
         m_session = std::move(session);
+        Q_EMIT runMemoryNote(r.id, QString::fromStdString(m_session->memoryNote()));
         Q_EMIT traceReady(r.id, m_session->start());
         Q_EMIT runReused(r.id, QString::fromStdString(m_session->reuse().text()));
         const double promptMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;

@@ -72,6 +72,8 @@ Q_SIGNALS:
     // After the prompt's trace: what the run took over from the previous one
     // (Reuse::text(), e.g. "kept 5 runs and 16 steps; 1 shared the full cache's prompt read").
     void runReused(quint64 id, const QString& text);
+    // What the memory guard dropped for this run (Session::memoryNote), empty for nothing.
+    void runMemoryNote(quint64 id, const QString& text);
     // A run with matchMemory: the target's KV bytes and one line per policy on its budget.
     void runMatched(quint64 id, double targetBytes, const QString& text);
     // While a run reads its prompt (every 100 ms, per run) and after each

@@ -49,14 +49,12 @@ void KvCache::truncate(int64_t n) {
         L.indexIdentity = L.indexValid = false;
     }
     m_seqLen = n;
-    m_entries = 0;
-    for (const Layer& L : m_layers) m_entries += entriesOf(L);
-    m_peakEntries = m_entries;
+    m_peakEntries = entries();
 }
 
 void KvCache::clear() {
     m_seqLen = 0;
-    m_entries = m_peakEntries = 0;
+    m_peakEntries = 0;
     for (auto& L : m_layers) {
         L = Layer{};
         L.cols.assign(m_kvHeads, {});
@@ -66,10 +64,13 @@ void KvCache::clear() {
     }
 }
 
-void KvCache::countEntries(int64_t added, int64_t removed) {
-    m_entries = m_entries + static_cast<uint64_t>(added) - static_cast<uint64_t>(removed);
-    m_peakEntries = std::max(m_peakEntries, m_entries);
+uint64_t KvCache::entries() const {
+    uint64_t n = 0;
+    for (const Layer& L : m_layers) n += entriesOf(L);
+    return n;
 }
+
+void KvCache::notePeak() { m_peakEntries = std::max(m_peakEntries, entries()); }
 
 uint64_t KvCache::entriesOf(const Layer& L) const {
     uint64_t n = 0;
@@ -133,9 +134,9 @@ KvCache::LayerView KvCache::append(int64_t layer, const at::Tensor& k, const at:
         throw Error("KvCache::append: expected k and v of shape [" + std::to_string(m_kvHeads) + ", n, " +
                     std::to_string(m_headDim) + "]");
     const int64_t rot0 = rotaryPosition(layer);
-    countEntries(n * m_kvHeads, 0);
     if (n == 1 && placeInHoles(L, k, v, rot0)) {
         ++L.ahead;
+        notePeak();
         LayerView view{L.k.narrow(1, 0, L.used), L.v.narrow(1, 0, L.used), at::Tensor(), 1, false};
         if (!L.dense) view.valid = L.valid.narrow(1, 0, L.used);
         return view;
@@ -152,6 +153,7 @@ KvCache::LayerView KvCache::append(int64_t layer, const at::Tensor& k, const at:
         }
     L.used += n;
     L.ahead += n;
+    notePeak();
     LayerView view{L.k.narrow(1, 0, L.used), L.v.narrow(1, 0, L.used), at::Tensor(), n};
     if (!L.dense) view.valid = L.valid.narrow(1, 0, L.used);
     return view;
@@ -283,9 +285,6 @@ void KvCache::apply(int64_t layer, const std::vector<int64_t>& keep) {
 void KvCache::apply(int64_t layer, const std::vector<std::vector<int64_t>>& keep) {
     checkKeep(layer, keep);
     Layer& L = m_layers[layer];
-    int64_t evicted = 0;
-    for (int64_t h = 0; h < m_kvHeads; ++h) evicted += length(layer, h) - static_cast<int64_t>(keep[h].size());
-    countEntries(0, evicted);
     L.indexValid = false;
     bool unchanged = true, equalLengths = true;
     int64_t newMax = 0;
@@ -500,7 +499,7 @@ uint64_t KvCache::bytesAllocated(int64_t layer) const {
     return L.k.defined() ? static_cast<uint64_t>(L.k.nbytes() + L.v.nbytes()) : 0;
 }
 
-uint64_t KvCache::bytesHeld() const { return m_entries * entryBytes(); }
+uint64_t KvCache::bytesHeld() const { return entries() * entryBytes(); }
 
 uint64_t KvCache::bytesAllocated() const {
     uint64_t n = 0;

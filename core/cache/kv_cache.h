@@ -184,9 +184,11 @@ private:
     CacheOptions m_options;
     int64_t m_seqLen = 0;
     std::vector<Layer> m_layers;
-    // Entries held in every layer and head, and their high-water mark.
-    uint64_t m_entries = 0, m_peakEntries = 0;
-    void countEntries(int64_t added, int64_t removed);
+    // The high-water mark of the entries held in every layer and head,
+    // taken after each append (what apply() removes only lowers it).
+    uint64_t m_peakEntries = 0;
+    void notePeak();
+    uint64_t entries() const;
     uint64_t entriesOf(const Layer& L) const;
 };
 

@@ -191,6 +191,7 @@ void PolicyRun::observeLayer(int64_t layer, const LayerCapture& cap, const std::
         const float* p = rows.data_ptr<float>();
         const int64_t L = rows.size(1);
         for (int64_t i = 0; i < n; ++i) {
+            if (positions[i] < m_capture.fromRow) continue;  // cut by the memory guard: a null row
             std::vector<float> row(static_cast<size_t>(positions[i] + 1), kNoScore);
             for (size_t e = 0; e < pos.size(); ++e)
                 if (pos[e] <= positions[i] && bandShows(layer, pos[e], positions[i]))

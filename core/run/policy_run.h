@@ -43,6 +43,7 @@ void checkPlanHolds(const PolicyConfig& config, const LayerState& state, const P
 struct CaptureTarget {
     bool enabled = false;
     int64_t layer = 0, head = 0;  // query head
+    int64_t fromRow = 0;          // queries before it are not captured (the memory guard)
 };
 
 class PolicyRun {

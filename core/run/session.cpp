@@ -94,6 +94,21 @@ void askAware(SessionOptions& o) {
 
 }  // namespace
 
+int64_t Session::Impl::fitMemory(int64_t runCount) {
+    const int64_t planned = opt.plannedSteps > 0 ? opt.plannedSteps : 16;
+    RunShape shape;
+    shape.tokens = static_cast<int64_t>(opt.prompt.size()) + planned;
+    shape.steps = planned;
+    shape.runs = runCount;
+    shape.elementBytes = static_cast<uint64_t>(at::elementSize(model->dtype()));
+    shape.capture = opt.attention.enabled;
+    shape.keepTraces = opt.refreshable;
+    const uint64_t budget = opt.memoryBudget ? opt.memoryBudget : defaultMemoryBudget();
+    return fitRunMemory(model->config(), shape, budget, &memoryNote).captureFrom;
+}
+
+const std::string& Session::memoryNote() const { return m->memoryNote; }
+
 int64_t Session::Impl::forcedToken(int64_t s) const { return kvlens::forcedToken(opt, s); }
 
 void Session::Impl::appendLabels(const std::vector<int64_t>& ids) {
@@ -107,11 +122,12 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions options) : m
     askAware(m->opt);
     m->validate();
     const int64_t T = static_cast<int64_t>(m->opt.prompt.size());
-    const CaptureTarget capture{m->opt.attention.enabled, m->opt.attention.layer, m->opt.attention.head};
     std::vector<std::pair<PolicyConfig, BudgetSpec>> configs{{fullCacheConfig(), m->opt.budget}};
     for (size_t i = 0; i < m->opt.policies.size(); ++i)
         if (!isFullCache(m->opt.policies[i]))
             configs.emplace_back(m->opt.policies[i], m->opt.budgets.empty() ? m->opt.budget : m->opt.budgets[i]);
+    CaptureTarget capture{m->opt.attention.enabled, m->opt.attention.layer, m->opt.attention.head};
+    capture.fromRow = m->fitMemory(static_cast<int64_t>(configs.size()));
     for (const auto& [config, budget] : configs) {
         m->runs.push_back(std::make_unique<PolicyRun>(*m->model, config, budget, T, capture));
         m->samplers.emplace_back(m->opt.sampling);

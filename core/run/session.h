@@ -63,6 +63,11 @@ struct SessionOptions {
     // Decode steps the caller means to take (0: unknown): the hindsight
     // oracle's default horizon (`oracle:horizon=0`; 16 when unknown), which it reads ahead.
     int64_t plannedSteps = 0;
+    // The memory the Session may plan for, in bytes (0: defaultMemoryBudget(),
+    // core/run/memory_guard.h). Past it the attention map keeps only the
+    // latest queries (memoryNote() says so); a run that would not fit even
+    // without it is refused (MemoryError).
+    uint64_t memoryBudget = 0;
 };
 
 // "aware" | "agnostic", and back (ArgumentError naming the text otherwise).
@@ -139,6 +144,9 @@ public:
     void setProgressCallback(std::function<void(const std::vector<RunProgress>&)> callback);
     // What was taken over from the previous Session (zeros without one).
     const Reuse& reuse() const;
+    // What the memory guard dropped to keep the run within its budget, one
+    // sentence; empty when nothing was.
+    const std::string& memoryNote() const;
 
     struct Impl;
 

@@ -66,6 +66,9 @@ using namespace session_detail;
 struct Session::Impl {
     std::shared_ptr<const Model> model;
     SessionOptions opt;
+    std::string memoryNote;                        // what the memory guard dropped (memory_guard.h)
+    // The memory guard for `runCount` runs: the first attention row captured.
+    int64_t fitMemory(int64_t runCount);
     std::vector<std::unique_ptr<PolicyRun>> runs;  // [0]: the full cache
     std::vector<Sampler> samplers;                 // one per run (free-running)
     std::vector<std::vector<StepMetrics>> metrics; // per run

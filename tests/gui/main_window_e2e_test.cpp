@@ -18,9 +18,14 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
+#include <QStatusBar>
 #include <QtTest>
 #include <algorithm>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include "app/gui/examples.h"
 #include "app/gui/main_window.h"
@@ -294,6 +299,40 @@ private Q_SLOTS:
         QCOMPARE(asked, 2);
         QVERIFY(runs(far));
         QVERIFY(w.contextNotice().contains(QStringLiteral("past the 32")));
+    }
+
+    // Issue 50's memory guard in the app: under an address-space limit a
+    // long prompt's attention map keeps the latest queries, the run
+    // finishes, and the notice under the transport bar says what it dropped.
+    void aLongPromptUnderAMemoryLimitRunsAndSaysWhatItDropped() {
+        QTemporaryDir dir;
+        MainWindow w;
+        w.start(modelWith(dir, {{QStringLiteral("max_position_embeddings"), 10000}}));
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
+        QVERIFY(w.contextNotice().isEmpty());
+        const std::vector<PolicyConfig> one{parsePolicySpec("snapkv")};
+        w.policyList()->setPolicies(one);
+        w.controller()->setPolicies(one);
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.comparison()->columnCount() == 2, 60000);
+        uint64_t pages = 0;
+        std::ifstream("/proc/self/statm") >> pages;
+        rlimit before{};
+        QCOMPARE(getrlimit(RLIMIT_AS, &before), 0);
+        rlimit limited = before;
+        limited.rlim_cur = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) + (1024ull << 20);
+        QCOMPARE(setrlimit(RLIMIT_AS, &limited), 0);
+        QString words;
+        for (int i = 0; i < 3000; ++i) words += QStringLiteral("the cat sat . ");
+        w.promptEditor()->setText(words);
+        const bool ran = QTest::qWaitFor([&] { return complete(w) && w.controller()->history().back()->promptLength > 9000; }, 60000);
+        const QString notice = w.contextNotice();
+        setrlimit(RLIMIT_AS, &before);
+        QVERIFY2(ran, qPrintable(notice + " | " + QString::number(w.controller()->history().back()->promptLength) + " | " +
+                                 w.statusBar()->currentMessage()));
+        QVERIFY2(notice.contains(QStringLiteral("To stay within memory: attention captured for the last")), qPrintable(notice));
+        const auto& rows = w.controller()->history().back()->attention.back().rows;  // snapkv's map
+        QVERIFY(!rows[1000]);
+        QVERIFY(rows.back());
     }
 
     void aSlidingWindowIsShownWithTheModel() {
