@@ -19,6 +19,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QStatusBar>
+#include <QSettings>
 #include <QtTest>
 #include <algorithm>
 #include <sys/resource.h>
@@ -105,7 +106,12 @@ QString identity(const QString& file) {
 class MainWindowE2eTest : public QObject {
     Q_OBJECT
 private Q_SLOTS:
-    void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        // A run of this test that crashed leaves "not a clean exit" and an
+        // autosave: the restore question would take the keyboard.
+        QSettings().clear();
+    }
 
     void startsAndFollowsBudgetDrag() {
         MainWindow w;
