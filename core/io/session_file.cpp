@@ -180,7 +180,13 @@ SessionFile sessionFromJson(const json& j, const std::string& source) {
     if (!(s.temperature >= 0) || !(s.topP > 0 && s.topP <= 1))
         throw FormatError(source, "\"sampling\": temperature must be 0 or more and top_p in (0, 1] (got " +
                                       std::to_string(s.temperature) + ", " + std::to_string(s.topP) + ")");
-    s.colours = optional<std::vector<int>>(j, "colours", {}, source);
+    // Each checked as a number before it converts (a float past int's range would not convert safely).
+    for (const json& c : optional<json>(j, "colours", json::array(), source)) {
+        if (!c.is_number_integer() || c.get<int64_t>() < 0 || c.get<int64_t>() >= 1000)
+            throw FormatError(source, "\"colours\" must give each of the " + std::to_string(s.policies.size()) +
+                                          " policies its own colour slot from 0 to 999");
+        s.colours.push_back(static_cast<int>(c.get<int64_t>()));
+    }
     std::vector<int> sorted = s.colours;
     std::sort(sorted.begin(), sorted.end());
     if (!s.colours.empty() && (s.colours.size() != s.policies.size() || sorted.front() < 0 || sorted.back() >= 1000 ||

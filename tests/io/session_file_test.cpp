@@ -90,6 +90,8 @@ TEST_F(SessionFileTest, RoundTripKeepsEveryField) {
     j = sessionToJson(coloured);
     j["colours"][0] = j["colours"][1];  // two policies sharing a colour
     EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("its own colour slot"), std::string::npos);
+    j["colours"] = nlohmann::json::array({1e30, 2.0, 3.0});  // a float past int's range is refused, not converted
+    EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("its own colour slot"), std::string::npos);
     j["colours"] = "red";
     EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("\"colours\""), std::string::npos);
 }
