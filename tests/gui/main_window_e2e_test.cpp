@@ -54,6 +54,23 @@ bool complete(const MainWindow& w) {
            static_cast<int>(c->history().size()) == w.transport()->decodeSteps() + 1;
 }
 
+// The policy list and the controller given `ids` (as the user's list edit does).
+void setPolicies(MainWindow& w, std::initializer_list<const char*> ids) {
+    std::vector<PolicyConfig> policies;
+    for (const char* id : ids) policies.push_back(parsePolicySpec(id));
+    w.policyList()->setPolicies(policies);
+    w.controller()->setPolicies(policies);
+}
+
+// The window at 1400 x 900 on the bundled model, its first run complete.
+bool startAt1400(MainWindow& w) {
+    w.resize(1400, 900);
+    w.show();
+    if (!QTest::qWaitForWindowExposed(&w)) return false;
+    w.start(QString());
+    return QTest::qWaitFor([&] { return complete(w); }, 60000);
+}
+
 int64_t shownBudget(const MainWindow& w, int policy, int layer) {
     const auto t = w.comparison()->trace();
     return t ? t->policies[static_cast<size_t>(policy)].layers[static_cast<size_t>(layer)].budget : -1;
@@ -189,16 +206,8 @@ private Q_SLOTS:
     // window keeps its size and the Metrics dock stays whole.
     void eightPoliciesScrollInsideTheWindow() {
         MainWindow w;
-        w.resize(1400, 900);
-        w.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&w));
-        w.start(QString());
-        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
-        std::vector<PolicyConfig> policies;
-        for (const char* id : {"streaming", "h2o", "snapkv", "tova", "pyramidkv", "adakv", "window", "andpro"})
-            policies.push_back(parsePolicySpec(id));
-        w.policyList()->setPolicies(policies);
-        w.controller()->setPolicies(policies);
+        QVERIFY(startAt1400(w));
+        setPolicies(w, {"streaming", "h2o", "snapkv", "tova", "pyramidkv", "adakv", "window", "andpro"});
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.comparison()->columnCount() == 9, 60000);
         QTest::qWait(100);
         QVERIFY2(w.minimumSizeHint().width() <= 1400, qPrintable(QString::number(w.minimumSizeHint().width())));
@@ -217,15 +226,8 @@ private Q_SLOTS:
     // the controller and the view together), and says which it found.
     void rankingDockMatchesMemory() {
         MainWindow w;
-        w.resize(1400, 900);
-        w.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&w));
-        w.start(QString());
-        QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
-        std::vector<PolicyConfig> policies;
-        for (const char* id : {"streaming", "h2o:schedule=every_step", "snapkv"}) policies.push_back(parsePolicySpec(id));
-        w.policyList()->setPolicies(policies);
-        w.controller()->setPolicies(policies);
+        QVERIFY(startAt1400(w));
+        setPolicies(w, {"streaming", "h2o:schedule=every_step", "snapkv"});
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.comparison()->columnCount() == 4, 60000);
         auto* dock = w.findChild<QDockWidget*>(QStringLiteral("ranking"));
         QVERIFY(dock);
@@ -316,9 +318,7 @@ private Q_SLOTS:
         w.start(modelWith(dir, {{QStringLiteral("max_position_embeddings"), 10000}}));
         QTRY_VERIFY_WITH_TIMEOUT(complete(w), 60000);
         QVERIFY(w.contextNotice().isEmpty());
-        const std::vector<PolicyConfig> one{parsePolicySpec("snapkv")};
-        w.policyList()->setPolicies(one);
-        w.controller()->setPolicies(one);
+        setPolicies(w, {"snapkv"});
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.comparison()->columnCount() == 2, 60000);
         uint64_t pages = 0;
         std::ifstream("/proc/self/statm") >> pages;
