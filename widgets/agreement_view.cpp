@@ -32,6 +32,9 @@ AgreementView::AgreementView(QWidget* parent)
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_table->setSelectionMode(QAbstractItemView::SingleSelection);
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    // A number is never broken over two lines ("0." / "421"): a column is at
+    // least as wide as "0.000", and the table scrolls when the dock is narrower.
+    m_table->setWordWrap(false);
     m_table->setToolTip(tr("Jaccard overlap |A and B| / |A or B| of the tokens two policies hold at this step; "
                            "click a cell to ring the tokens one keeps and the other evicts"));
     layout->addWidget(m_table, 1);
@@ -92,6 +95,8 @@ void AgreementView::refresh() {
         numbers << QString::number(i + 1);
         rows << QStringLiteral("%1 %2").arg(i + 1).arg(names[i]);
     }
+    m_table->horizontalHeader()->setMinimumSectionSize(  // at the text size of now (presenter mode: larger)
+        m_table->fontMetrics().horizontalAdvance(QStringLiteral("0.000")) + 14);
     m_table->setHorizontalHeaderLabels(numbers);
     m_table->setVerticalHeaderLabels(rows);
     for (int a = 0; a < n; ++a)

@@ -13,7 +13,13 @@ namespace {
 
 constexpr int kTitleHeight = 18;
 constexpr int kBarWidth = 8;
-constexpr int kBarGap = 30;  // room for the colour bar's labels
+constexpr int kBarGap = 30;  // room for the colour bar's labels, at least
+
+// The colour bar's labels: a smaller font than the title's.
+QFont barFont(QFont f) {
+    f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.8));
+    return f;
+}
 constexpr double kMinCells = 4;
 
 QString tokenAt(const Trace* t, int64_t i) {
@@ -79,11 +85,16 @@ void AttentionHeatmap::resetView() {
 
 QRect AttentionHeatmap::plotRectIn(const QRect& area) const {
     // Not forced square: a narrow column still gets a tall, readable map.
-    const QRect r = area.adjusted(2, kTitleHeight, -(kBarWidth + kBarGap), -2);
+    const QRect r = area.adjusted(2, kTitleHeight, -(kBarWidth + barGap()), -2);
     return QRect(r.left(), r.top(), std::max(1, r.width()), std::max(1, r.height()));
 }
 
 QRect AttentionHeatmap::plotRect() const { return plotRectIn(rect()); }
+
+int AttentionHeatmap::barGap() const {
+    // The widest label a scale gives ("-9e-10") beside the bar, at any text size (presenter mode).
+    return std::max(kBarGap, QFontMetrics(barFont(font())).horizontalAdvance(QStringLiteral("-9e-10")) + 6);
+}
 
 QPointF AttentionHeatmap::toCell(const QPointF& pos) const {
     const QRect plot = plotRect();
@@ -152,10 +163,8 @@ void AttentionHeatmap::paintColourBar(QPainter& p, const QRect& bar) const {
         p.drawLine(bar.left(), bar.top() + y, bar.right(), bar.top() + y);
     }
     p.setPen(palette().color(QPalette::WindowText));
-    QFont f = p.font();
-    f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.8));
-    p.setFont(f);
-    const QRect labels(bar.right() + 3, bar.top(), kBarGap - 4, bar.height());
+    p.setFont(barFont(p.font()));
+    const QRect labels(bar.right() + 3, bar.top(), barGap() - 4, bar.height());
     // "9e-5", not "9.3e-05": the log scale's minimum fits beside the bar (and is never cut).
     p.drawText(labels, Qt::AlignTop | Qt::AlignLeft | Qt::TextDontClip, compactNumber(m_range.hi));
     p.drawText(labels, Qt::AlignBottom | Qt::AlignLeft | Qt::TextDontClip, compactNumber(m_range.lo));

@@ -68,6 +68,7 @@ protected:
 private:
     QString titleFor(const QFontMetrics& fm, int width) const;
     QRect plotRectIn(const QRect& area) const;
+    int barGap() const;  // room right of the colour bar for its labels
     QPointF toCell(const QPointF& widgetPos) const;
     QImage renderImage(const QRect& plot, QRectF* targetRect) const;
     void paintColourBar(QPainter& p, const QRect& bar) const;

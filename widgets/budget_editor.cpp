@@ -6,10 +6,13 @@
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
 #include <QSignalBlocker>
 #include <QSpinBox>
 #include <QUndoStack>
 #include <QVBoxLayout>
+
+#include <functional>
 
 #include "core/policy/policy_info.h"
 #include "widgets/budget_bars.h"
@@ -29,22 +32,79 @@ constexpr int kTypedBudget = 1, kTypedBeta = 2;
 
 }  // namespace
 
+// B: entries ("64") or a share of the prompt ("25%"), as the CLI's --budget
+// reads them. Whatever is typed reaches `typed` as soon as it reads as a
+// budget (the value, and whether it is a percent); the arrows step the same
+// kind of number.
+class BudgetSpin : public QSpinBox {
+public:
+    explicit BudgetSpin(QWidget* parent) : QSpinBox(parent) {
+        setRange(1, 1000000);
+        connect(lineEdit(), &QLineEdit::textEdited, this, [this](const QString& t) {
+            int v = 0;
+            bool pct = false;
+            if (!read(t, &v, &pct) || v < 1 || v > (pct ? 100 : maximum())) return;
+            percent = pct;
+            if (typed) typed(v, pct);
+        });
+        connect(this, qOverload<int>(&QSpinBox::valueChanged), this, [this](int v) {
+            if (typed) typed(v, percent);
+        });
+    }
+    // Shows `v` as entries or a percent, without a signal; while B is being
+    // typed, text that already reads so stays as the user has it.
+    void display(int v, bool pct) {
+        if (hasFocus() && pct == percent && v == value()) return;
+        const QSignalBlocker block(this);
+        percent = pct;
+        setValue(v);
+        lineEdit()->setText(textFromValue(v));
+    }
+    bool percent = false;
+    std::function<void(int, bool)> typed;
+
+protected:
+    static bool read(QString t, int* v, bool* pct) {
+        t = t.trimmed();
+        *pct = t.endsWith(QLatin1Char('%'));
+        if (*pct) t.chop(1);
+        bool ok = false;
+        *v = t.trimmed().toInt(&ok);
+        return ok;
+    }
+    QValidator::State validate(QString& input, int&) const override {
+        const QString t = input.trimmed();
+        if (t.isEmpty() || t == QLatin1String("%")) return QValidator::Intermediate;
+        int v = 0;
+        bool pct = false;
+        if (!read(t, &v, &pct)) return QValidator::Invalid;
+        if (v > (pct ? 100 : maximum())) return QValidator::Invalid;
+        return v < 1 ? QValidator::Intermediate : QValidator::Acceptable;
+    }
+    int valueFromText(const QString& text) const override {
+        int v = 0;
+        bool pct = false;
+        return read(text, &v, &pct) ? v : value();
+    }
+    QString textFromValue(int v) const override { return QString::number(v) + (percent ? QStringLiteral("%") : QString()); }
+};
+
 BudgetEditor::BudgetEditor(QUndoStack* undo, QWidget* parent)
     : QWidget(parent),
       m_undo(undo),
       m_preset(new QComboBox(this)),
-      m_budget(new QSpinBox(this)),
+      m_budget(new BudgetSpin(this)),
       m_beta(new QDoubleSpinBox(this)),
       m_total(new QLabel(this)),
       m_bars(new BudgetBars(this)),
       m_perHead(new QCheckBox(tr("per KV head of"), this)),
       m_headPolicy(new QComboBox(this)) {
     m_preset->addItems({tr("uniform"), tr("pyramid (β)"), tr("custom")});
-    m_budget->setRange(1, 1000000);
     m_budget->setValue(static_cast<int>(m_state.budget));
     // Applies as typed, as the prompt and the parameters do (the controller
     // debounces the runs; the keystrokes of one number are one undo step).
-    m_budget->setToolTip(tr("Average cache budget per layer and KV head, in tokens (sinks and window included)"));
+    m_budget->setToolTip(tr("Average cache budget per layer and KV head, in tokens (sinks and window included); "
+                            "\"25%\" keeps a quarter of the prompt, whatever its length"));
     m_beta->setRange(1, 1000);
     m_beta->setValue(m_state.beta);
     m_beta->setToolTip(tr("PyramidKV's β: the top layer keeps about b/β"));
@@ -71,13 +131,14 @@ BudgetEditor::BudgetEditor(QUndoStack* undo, QWidget* parent)
         s.layout(m_layers, m_promptLength);
         edit(s, tr("Budget preset"));
     });
-    connect(m_budget, qOverload<int>(&QSpinBox::valueChanged), this, [this](int v) {
+    m_budget->typed = [this](int v, bool percent) {
         BudgetState s = m_state;
-        s.budget = v;
+        s.percent = percent ? v : 0;
+        if (!percent) s.budget = v;
         if (s.preset == Preset::Custom) s.preset = Preset::Uniform;  // a new average re-lays the bars
         s.layout(m_layers, m_promptLength);
         edit(s, tr("Budget"), kTypedBudget);
-    });
+    };
     connect(m_beta, qOverload<double>(&QDoubleSpinBox::valueChanged), this, [this](double v) {
         BudgetState s = m_state;
         s.beta = v;
@@ -87,6 +148,7 @@ BudgetEditor::BudgetEditor(QUndoStack* undo, QWidget* parent)
     connect(m_bars, &BudgetBars::edited, this, [this](const std::vector<int64_t>& perLayer) {
         BudgetState s = m_state;
         s.preset = Preset::Custom;
+        s.percent = 0;  // the bars are entries
         s.perLayer = perLayer;
         edit(s, tr("Drag layer budget"));
     });
@@ -98,7 +160,10 @@ BudgetEditor::BudgetEditor(QUndoStack* undo, QWidget* parent)
     });
     connect(m_perHead, &QCheckBox::toggled, this, &BudgetEditor::updateHeadView);
     connect(m_perHead, &QCheckBox::clicked, this, [this] { m_perHeadChosen = true; });
-    connect(m_headPolicy, qOverload<int>(&QComboBox::activated), this, &BudgetEditor::updateHeadView);
+    connect(m_headPolicy, qOverload<int>(&QComboBox::activated), this, [this] {
+        m_chosenRun = m_headPolicy->currentText();
+        updateHeadView();
+    });
     syncControls();
 }
 
@@ -132,7 +197,11 @@ void BudgetEditor::setContext(int64_t numLayers, int64_t promptLength) {
 
 QString BudgetEditor::totalText() const {
     const int64_t n = static_cast<int64_t>(m_state.perLayer.size());
-    return tr("total %1 entries per KV head over %2 layers (mean %3; prompt %4 tokens)")
+    const QString share = m_state.percent > 0 && m_state.preset != Preset::Custom
+                              ? tr("B %1 of the prompt = %2; ").arg(m_state.bText()).arg(m_state.budget)
+                              : QString();
+    return tr("%1total %2 entries per KV head over %3 layers (mean %4; prompt %5 tokens)")
+        .arg(share)
         .arg(m_state.total())
         .arg(n)
         .arg(n ? static_cast<double>(m_state.total()) / static_cast<double>(n) : 0.0, 0, 'f', 1)
@@ -140,9 +209,10 @@ QString BudgetEditor::totalText() const {
 }
 
 void BudgetEditor::syncControls() {
-    const QSignalBlocker b1(m_preset), b2(m_budget), b3(m_beta);
+    const QSignalBlocker b1(m_preset), b3(m_beta);
     m_preset->setCurrentIndex(static_cast<int>(m_state.preset));
-    m_budget->setValue(static_cast<int>(m_state.budget));
+    const bool percent = m_state.percent > 0 && m_state.preset != Preset::Custom;
+    m_budget->display(static_cast<int>(std::lround(percent ? m_state.percent : static_cast<double>(m_state.budget))), percent);
     m_beta->setValue(m_state.beta);
     m_beta->setEnabled(m_state.preset == Preset::Pyramid);
     m_bars->setBudgets(m_state.perLayer);
@@ -151,7 +221,7 @@ void BudgetEditor::syncControls() {
 
 void BudgetEditor::setTrace(std::shared_ptr<const Trace> trace) {
     m_trace = std::move(trace);
-    const QString current = m_headPolicy->currentText();
+    const QString current = m_chosenRun.isEmpty() ? m_headPolicy->currentText() : m_chosenRun;
     const QSignalBlocker block(m_headPolicy);
     m_headPolicy->clear();
     int preferred = -1;
@@ -171,6 +241,17 @@ void BudgetEditor::setTrace(std::shared_ptr<const Trace> trace) {
     }
     updateHeadView();
 }
+
+void BudgetEditor::showRun(const QString& label) {
+    m_chosenRun = label;
+    if (!label.isEmpty()) {
+        const QSignalBlocker block(m_perHead);
+        m_perHead->setChecked(true);
+    }
+    setTrace(m_trace);
+}
+
+QString BudgetEditor::shownRun() const { return m_perHead->isChecked() ? m_headPolicy->currentText() : QString(); }
 
 bool BudgetEditor::ownLayerBudgets(const PolicyTrace& p) const {
     for (size_t l = 0; l < p.layers.size() && l < m_state.perLayer.size(); ++l)

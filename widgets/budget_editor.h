@@ -12,7 +12,6 @@
 #include "widgets/widget_types.h"
 
 class QComboBox;
-class QSpinBox;
 class QDoubleSpinBox;
 class QLabel;
 class QCheckBox;
@@ -21,6 +20,7 @@ class QUndoStack;
 namespace kvlens::ui {
 
 class BudgetBars;
+class BudgetSpin;
 
 class BudgetEditor : public QWidget {
     Q_OBJECT
@@ -37,6 +37,12 @@ public:
     // mergeId >= 0: merged with the edit before it of the same id (one undo step).
     void edit(const BudgetState& next, const QString& what, int mergeId = -1);
     BudgetBars* bars() const { return m_bars; }
+    // Shows run `label` per KV head from now on (a lesson, a saved session);
+    // empty: the editor chooses again (the adaptive run, else the first).
+    void showRun(const QString& label);
+    // The run chosen by showRun or by the user, empty when the editor chose.
+    QString chosenRun() const { return m_chosenRun; }
+    QString shownRun() const;  // the run the per-head view shows now, empty when off
     QString totalText() const;
 
 Q_SIGNALS:
@@ -56,13 +62,14 @@ private:
     int64_t m_layers = 0, m_promptLength = 1;
     std::shared_ptr<const Trace> m_trace;
     QComboBox* m_preset;
-    QSpinBox* m_budget;
+    BudgetSpin* m_budget;
     QDoubleSpinBox* m_beta;
     QLabel* m_total;
     BudgetBars* m_bars;
     QCheckBox* m_perHead;
     bool m_perHeadChosen = false;  // the user ticked or cleared it: no longer set for them
     QComboBox* m_headPolicy;
+    QString m_chosenRun;
 };
 
 }  // namespace kvlens::ui

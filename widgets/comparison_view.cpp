@@ -2,6 +2,7 @@
 
 #include <QEvent>
 #include <QPainter>
+#include <QLabel>
 #include <QScrollArea>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -20,10 +21,22 @@ constexpr int kGap = 6;  // between columns
 }  // namespace
 
 ComparisonView::ComparisonView(QWidget* parent)
-    : QWidget(parent), m_legend(new StatusLegend(this)), m_scroll(new QScrollArea(this)), m_pane(new QWidget) {
+    : QWidget(parent),
+      m_legend(new StatusLegend(this)),
+      m_stale(new QLabel(this)),
+      m_scroll(new QScrollArea(this)),
+      m_pane(new QWidget) {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(m_legend);
+    m_stale->setObjectName(QStringLiteral("staleNote"));
+    m_stale->setWordWrap(true);
+    m_stale->setTextFormat(Qt::PlainText);
+    m_stale->setMargin(4);
+    // The status colours' amber, with black text: readable in every theme.
+    m_stale->setStyleSheet(QStringLiteral("QLabel { background: #ffd54f; color: black; }"));
+    m_stale->hide();
+    layout->addWidget(m_stale);
     layout->addWidget(m_scroll, 1);
     m_scroll->setFrameShape(QFrame::NoFrame);
     m_scroll->setWidgetResizable(true);  // the pane fills the view down to its minimum size
@@ -31,6 +44,13 @@ ComparisonView::ComparisonView(QWidget* parent)
     m_scroll->setWidget(m_pane);
     m_pane->installEventFilter(this);
 }
+
+void ComparisonView::setStale(const QString& why) {
+    m_stale->setText(why);
+    m_stale->setVisible(!why.isEmpty());
+}
+
+QString ComparisonView::staleNote() const { return m_stale->isHidden() ? QString() : m_stale->text(); }
 
 // Narrower than this a heatmap and its colour bar stop being readable: the
 // columns scroll instead.

@@ -15,6 +15,7 @@
 #include "widgets/highlight.h"
 #include "widgets/palette.h"
 
+class QLabel;
 class QScrollArea;
 
 namespace kvlens::ui {
@@ -40,6 +41,12 @@ public:
     void setColourScale(ColourScale scale);
     ColourScale colourScale() const { return m_scale; }
     ColourRange colourRange() const { return m_range; }
+
+    // A mark over the columns when they are not the current settings' run
+    // (a cancel, a failure, another model since): the sentence says which;
+    // empty clears it.
+    void setStale(const QString& why);
+    QString staleNote() const;
 
     // Legend and every column onto any painter at any size (for exports).
     void paint(QPainter& p, const QRect& area) const;
@@ -70,6 +77,7 @@ private:
     void syncView(const QRectF& view);
 
     StatusLegend* m_legend;
+    QLabel* m_stale;  // setStale's mark
     QScrollArea* m_scroll;
     QWidget* m_pane;  // the columns, side by side, inside m_scroll
     int m_columnWidth = 0;

@@ -1,7 +1,9 @@
 #include "widgets/lesson_panel.h"
 
 #include <QButtonGroup>
+#include <QEvent>
 #include <QGridLayout>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QListWidget>
 #include <QProgressBar>
@@ -41,12 +43,13 @@ LessonPanel::LessonPanel(QWidget* parent)
       m_choicesLayout(new QVBoxLayout),
       m_choices(new QButtonGroup(this)),
       m_picker(new QListWidget(m_questionBox)),
-      m_reveal(new QPushButton(tr("Reveal"), m_questionBox)),
+      m_reveal(new QPushButton(tr("Reveal"), this)),
       m_answer(new QLabel(m_questionBox)),
       m_previous(new QPushButton(tr("Previous"), this)),
       m_next(new QPushButton(tr("Next"), this)),
       m_restart(new QPushButton(tr("Restart"), this)),
-      m_presenter(new QToolButton(this)) {
+      m_presenter(new QToolButton(this)),
+      m_close(new QPushButton(tr("Close"), this)) {
     QFont big = m_title->font();
     big.setBold(true);
     big.setPointSizeF(big.pointSizeF() * 1.25);
@@ -71,6 +74,10 @@ LessonPanel::LessonPanel(QWidget* parent)
     m_picker->setResizeMode(QListView::Adjust);
     m_picker->setMovement(QListView::Static);
     m_picker->setSpacing(2);
+    m_picker->setWordWrap(false);
+    // A scroll bar that came and went would change the width and re-wrap the rows under the mouse.
+    m_picker->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOn);
+    m_picker->setTextElideMode(Qt::ElideNone);
     m_picker->setSelectionMode(QAbstractItemView::MultiSelection);
     m_picker->setToolTip(tr("Click the tokens you think survive, then Reveal"));
     m_answer->setWordWrap(true);
@@ -79,27 +86,45 @@ LessonPanel::LessonPanel(QWidget* parent)
     m_presenter->setCheckable(true);
     m_presenter->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
     m_presenter->setToolTip(tr("Presenter mode: large text, thick lines, high contrast, fewer panels"));
+    m_close->setToolTip(tr("Close the lesson: the docks go back to how they were before it"));
+    m_reveal->setToolTip(tr("Show the answer (Ctrl+Return)"));
 
     auto* q = new QVBoxLayout(m_questionBox);
     q->setContentsMargins(0, 4, 0, 0);
     q->addWidget(m_ask);
     q->addLayout(m_choicesLayout);
     q->addWidget(m_picker, 1);
-    q->addWidget(m_reveal, 0, Qt::AlignLeft);
     q->addWidget(m_answer);
-    // Two short rows, so that the dock stays narrow at presenter sizes.
+    // What the step says scrolls (wrapped to the width); the buttons stay
+    // below it, in short rows so that the dock stays narrow at presenter sizes.
+    auto* content = new QWidget;
+    auto* text = new QVBoxLayout(content);
+    text->setContentsMargins(6, 6, 6, 6);
+    text->addWidget(m_title);
+    text->addWidget(m_progressText);
+    text->addWidget(m_progress);
+    text->addWidget(m_text);
+    text->addWidget(m_questionBox, 1);
+    m_scroll = new QScrollArea(this);
+    m_scroll->setWidget(content);
+    m_scroll->setWidgetResizable(true);
+    m_scroll->setFrameShape(QFrame::NoFrame);
+    m_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    // The buttons share the dock's width rather than set it: at presenter
+    // sizes their texts would otherwise widen the window past a 1280 screen.
+    for (QWidget* b : std::initializer_list<QWidget*>{m_previous, m_next, m_reveal, m_restart, m_presenter, m_close})
+        b->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
     auto* nav = new QGridLayout;
+    nav->setContentsMargins(6, 0, 6, 6);
     nav->addWidget(m_previous, 0, 0);
     nav->addWidget(m_next, 0, 1);
-    nav->addWidget(m_restart, 1, 0);
-    nav->addWidget(m_presenter, 1, 1);
+    nav->addWidget(m_reveal, 1, 0);
+    nav->addWidget(m_restart, 1, 1);
+    nav->addWidget(m_presenter, 2, 0);
+    nav->addWidget(m_close, 2, 1);
     auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(6, 6, 6, 6);
-    layout->addWidget(m_title);
-    layout->addWidget(m_progressText);
-    layout->addWidget(m_progress);
-    layout->addWidget(m_text);
-    layout->addWidget(m_questionBox, 1);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(m_scroll, 1);
     layout->addLayout(nav);
 
     connect(m_previous, &QPushButton::clicked, this, [this] { Q_EMIT stepRequested(m_step - 1); });
@@ -107,12 +132,13 @@ LessonPanel::LessonPanel(QWidget* parent)
     connect(m_restart, &QPushButton::clicked, this, [this] { Q_EMIT stepRequested(0); });
     connect(m_reveal, &QPushButton::clicked, this, &LessonPanel::reveal);
     connect(m_presenter, &QToolButton::toggled, this, &LessonPanel::presenterToggled);
+    connect(m_close, &QPushButton::clicked, this, &LessonPanel::closeRequested);
     showStep(0);
 }
 
 void LessonPanel::setLesson(const Lesson& lesson) {
     m_lesson = lesson;
-    m_title->setText(QString::fromStdString(lesson.title));
+    m_title->setText(lesson.steps.empty() ? tr("No lesson open — Lessons menu") : QString::fromStdString(lesson.title));
     m_title->setToolTip(QString::fromStdString(lesson.summary));
     showStep(0);
 }
@@ -123,10 +149,10 @@ const LessonStep* LessonPanel::currentStep() const {
 }
 
 void LessonPanel::clearQuestion() {
-    for (QAbstractButton* b : m_choices->buttons()) {
-        m_choices->removeButton(b);
-        delete b;
-    }
+    for (QAbstractButton* b : m_choices->buttons()) m_choices->removeButton(b);
+    for (QWidget* row : m_choiceRows) delete row;
+    m_choiceRows.clear();
+    m_choiceTexts.clear();
     m_picker->clear();
     m_answer->clear();
     m_answer->hide();
@@ -145,8 +171,10 @@ void LessonPanel::showStep(int index) {
     m_previous->setEnabled(s && m_step > 0);
     m_next->setEnabled(s && m_step + 1 < n);
     m_restart->setEnabled(s && m_step > 0);
+    m_close->setEnabled(s);
     const bool asks = s && s->question;
     m_questionBox->setVisible(asks);
+    m_reveal->setEnabled(asks);
     if (!asks) return;
     const LessonQuestion& q = *s->question;
     m_ask->setText(QString::fromStdString(q.ask));
@@ -154,11 +182,32 @@ void LessonPanel::showStep(int index) {
     m_picker->setVisible(!choice);
     if (choice)
         for (size_t i = 0; i < q.choices.size(); ++i) {
-            auto* b = new QRadioButton(QString::fromStdString(q.choices[i]), m_questionBox);
+            // A radio button's own text does not wrap: the text is a label beside it.
+            auto* row = new QWidget(m_questionBox);
+            auto* b = new QRadioButton(row);
+            auto* label = new QLabel(QString::fromStdString(q.choices[i]), row);
+            b->setAccessibleName(label->text());
+            label->setWordWrap(true);
+            label->setTextFormat(Qt::PlainText);
+            label->setBuddy(b);
+            label->installEventFilter(this);
+            auto* h = new QHBoxLayout(row);
+            h->setContentsMargins(0, 0, 0, 0);
+            h->addWidget(b, 0, Qt::AlignTop);
+            h->addWidget(label, 1);
             m_choices->addButton(b, static_cast<int>(i));
-            m_choicesLayout->addWidget(b);
+            m_choicesLayout->addWidget(row);
+            m_choiceRows.push_back(row);
+            m_choiceTexts.push_back(label);
         }
-    m_reveal->setEnabled(true);
+}
+
+bool LessonPanel::eventFilter(QObject* watched, QEvent* event) {
+    if (event->type() == QEvent::MouseButtonRelease)
+        for (QLabel* label : m_choiceTexts)
+            if (label == watched)
+                if (auto* b = qobject_cast<QAbstractButton*>(label->buddy())) b->setChecked(true);
+    return QWidget::eventFilter(watched, event);
 }
 
 QString LessonPanel::progressText() const {
@@ -173,8 +222,12 @@ void LessonPanel::setPickTokens(const std::vector<std::string>& labels, int64_t 
     const std::vector<int64_t> keep = pickedTokens();
     m_picker->clear();
     const int64_t n = std::min<int64_t>(promptLength, static_cast<int64_t>(labels.size()));
+    const QFontMetrics metrics(m_picker->font());
+    const QRect cell(0, 0, 12, metrics.height() + 8);  // padding around the text
     for (int64_t i = 0; i < n; ++i) {
         auto* item = new QListWidgetItem(readable(labels[static_cast<size_t>(i)]), m_picker);
+        // A fixed size from the text, with room around it to click.
+        item->setSizeHint(cell.size() + QSize(metrics.horizontalAdvance(item->text()), 0));
         item->setData(Qt::UserRole, QVariant::fromValue<qint64>(i));
         item->setToolTip(tr("token %1: “%2”").arg(i).arg(QString::fromStdString(labels[static_cast<size_t>(i)])));
     }
@@ -218,10 +271,10 @@ void LessonPanel::revealChoice() {
     if (chosen == q.answer) head = tr("<b>Right:</b> %1.").arg(right);
     else if (chosen < 0) head = tr("<b>The answer:</b> %1.").arg(right);
     else head = tr("<b>Not quite</b> — the answer is: %1.").arg(right);
-    for (QAbstractButton* b : m_choices->buttons()) {
-        QFont f = b->font();
-        f.setBold(m_choices->id(b) == q.answer);
-        b->setFont(f);
+    for (size_t i = 0; i < m_choiceTexts.size(); ++i) {
+        QFont f = m_choiceTexts[i]->font();
+        f.setBold(static_cast<int>(i) == q.answer);
+        m_choiceTexts[i]->setFont(f);
     }
     showAnswer(head + QStringLiteral(" ") + QString::fromStdString(q.why).toHtmlEscaped());
 }
@@ -230,12 +283,8 @@ void LessonPanel::showAnswer(const QString& text) {
     m_answer->setText(text);
     m_answer->show();
     m_revealed = true;
-    // Inside the window's scroll area: bring the answer into view.
-    for (QWidget* p = parentWidget(); p; p = p->parentWidget())
-        if (auto* area = qobject_cast<QScrollArea*>(p)) {
-            QTimer::singleShot(0, area, [area, answer = m_answer] { area->ensureWidgetVisible(answer); });
-            break;
-        }
+    m_reveal->setEnabled(false);
+    QTimer::singleShot(0, m_scroll, [area = m_scroll, answer = m_answer] { area->ensureWidgetVisible(answer); });
 }
 
 QString LessonPanel::answerText() const {

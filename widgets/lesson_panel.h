@@ -3,8 +3,11 @@
 // progress), the step's text, and its question — one of several choices,
 // or "pick the tokens you think survive" from the prompt's tokens — with
 // Reveal, which shows the answer and one sentence of why. Previous / Next /
-// Restart and Presenter mode ask the window (signals); the panel itself
-// only shows the lesson (core/io/lesson_file.h) and what the class chose.
+// Restart / Close and Presenter mode ask the window (signals); the panel
+// itself only shows the lesson (core/io/lesson_file.h) and what the class
+// chose. The text, the choices and the tokens wrap to the dock's width and
+// scroll; the buttons stay in view below them, and a pick never moves a
+// token (each keeps its size).
 #include <QWidget>
 #include <string>
 #include <vector>
@@ -16,6 +19,7 @@ class QLabel;
 class QListWidget;
 class QProgressBar;
 class QPushButton;
+class QScrollArea;
 class QToolButton;
 class QVBoxLayout;
 
@@ -26,7 +30,7 @@ class LessonPanel : public QWidget {
 public:
     explicit LessonPanel(QWidget* parent = nullptr);
 
-    void setLesson(const Lesson& lesson);  // shows its first step
+    void setLesson(const Lesson& lesson);  // shows its first step; an empty one: "no lesson"
     bool hasLesson() const { return !m_lesson.steps.empty(); }
     const Lesson& lesson() const { return m_lesson; }
     void showStep(int index);  // clamped; the question starts unanswered
@@ -56,6 +60,10 @@ Q_SIGNALS:
     void stepRequested(int index);
     void revealRequested();
     void presenterToggled(bool on);
+    void closeRequested();
+
+protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;  // a choice's text checks its button
 
 private:
     void clearQuestion();
@@ -72,6 +80,8 @@ private:
     QLabel* m_ask;
     QVBoxLayout* m_choicesLayout;
     QButtonGroup* m_choices;
+    std::vector<QWidget*> m_choiceRows;  // a radio button and its wrapping text each
+    std::vector<QLabel*> m_choiceTexts;
     QListWidget* m_picker;
     QPushButton* m_reveal;
     QLabel* m_answer;
@@ -79,6 +89,8 @@ private:
     QPushButton* m_next;
     QPushButton* m_restart;
     QToolButton* m_presenter;
+    QPushButton* m_close;
+    QScrollArea* m_scroll;
 };
 
 }  // namespace kvlens::ui

@@ -73,6 +73,9 @@ void PromptEditor::setQuestion(const QString& text, bool aware) {
     Q_EMIT questionEdited(question(), questionAware());
 }
 
-void PromptEditor::setTokenCount(int tokens) { m_count->setText(tr("%1 tokens").arg(tokens)); }
+void PromptEditor::setTokenCount(int tokens, int questionTokens) {
+    m_count->setText(questionTokens > 0 ? tr("%1 tokens + %2 of the question").arg(tokens).arg(questionTokens)
+                                        : tr("%1 tokens").arg(tokens));
+}
 
 }  // namespace kvlens::ui

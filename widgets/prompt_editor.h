@@ -22,7 +22,9 @@ public:
     // The example the text is, or empty once it is edited (the box then says "(your own text)").
     QString exampleName() const;
     QString text() const;
-    void setTokenCount(int tokens);
+    // "304 tokens", or "304 tokens + 15 of the question" when a query-aware
+    // question ends the prompt the runs read.
+    void setTokenCount(int tokens, int questionTokens = 0);
     // A question about the prompt, and whether the policies see it
     // (aware: it ends the prompt and is their observation window) or not
     // (agnostic: read after the compression). Setting emits questionEdited.

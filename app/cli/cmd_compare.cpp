@@ -138,6 +138,7 @@ void runCompare(const CompareArgs& a) {
     so.teacherForced = !a.freeRunning;
     so.sampling = a.sampling.options();
     so.tokenizer = tok;
+    so.memoryBudget = a.model.memoryBytes();
     a.question.apply(so, tok.get());
     if (!a.calibrationFile.empty()) {
         if (!tok) throw ArgumentError("--calibration-file needs the model's tokenizer.json");
@@ -190,6 +191,7 @@ void addCompareCommand(CLI::App& app) {
     auto args = std::make_shared<CompareArgs>();
     auto* cmd = app.add_subcommand("compare", "run the full cache and eviction policies in lockstep; fidelity table");
     args->model.add(*cmd);
+    args->model.addMemoryBudget(*cmd);
     args->prompt.add(*cmd);
     args->question.add(*cmd);
     cmd->add_option("--calibration-file", args->calibrationFile,

@@ -145,10 +145,11 @@ void runExport(ExportArgs a) {
     SessionOptions so;
     fs::path dir;
     std::string notes;  // printed once the output is known to be allowed
+    std::optional<SessionFile> session;
     if (!a.session.empty()) {
         if (a.prompt.given() || !a.policy.policies.empty())
             throw ArgumentError("--session replaces --prompt/--policy: give one or the other");
-        const SessionFile file = loadSession(a.session);
+        const SessionFile& file = session.emplace(loadSession(a.session));
         // --model runs the session on that model instead of the one it was
         // saved with; the guard below protects the model that runs.
         const fs::path saved = sessionModelDir(file);
@@ -176,11 +177,13 @@ void runExport(ExportArgs a) {
     }
     guard.inputFolder(dir);
     guard.output(a.out, "--out");
+    so.memoryBudget = a.model.memoryBytes();
     if (!notes.empty()) std::cerr << "kvlens-cli: note: " << notes << "\n";
     a.layer = std::max<int64_t>(a.layer, 0);
     a.head = std::max<int64_t>(a.head, 0);
     if (a.colourScale.empty()) a.colourScale = "power";
     const auto model = std::shared_ptr<const Model>(Model::load(dir, a.model.run));
+    if (session) checkSessionView(*session, model->config());  // its layer and head, on the model that runs
     a.model.checkContext(model->config(), static_cast<int64_t>(so.prompt.size()) + a.steps);
     // The bundled model's folder is named after it; a user's folder names theirs.
     fs::path named = fs::absolute(dir).lexically_normal();
@@ -197,6 +200,7 @@ void addExportCommand(CLI::App& app) {
     auto args = std::make_shared<ExportArgs>();
     auto* cmd = app.add_subcommand("export", "run a prompt or a session and export a heatmap or its data (csv, json, npy, png, svg, pdf)");
     args->model.add(*cmd);
+    args->model.addMemoryBudget(*cmd);
     args->prompt.add(*cmd);
     args->policy.add(*cmd, /*repeatable=*/true);
     cmd->add_option("--session", args->session, "a saved session (.kvlens.json) instead of --prompt/--policy (with --model: run on that model)");

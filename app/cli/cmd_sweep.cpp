@@ -30,12 +30,22 @@ namespace {
 namespace fs = std::filesystem;
 using namespace kvlens::sweep;
 
-// Ctrl+C (SIGINT) and scancel / a preempted node (SIGTERM): stop cleanly.
+// Ctrl+C (SIGINT) and scancel / a preempted node (SIGTERM): stop cleanly,
+// after the probe in progress. A second signal while a shard runs in this
+// process stops at once (a plug-in scorer that never returns would keep the
+// first waiting forever); the pool's second kills its workers (runPool).
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_signal{0};
+std::atomic<int> g_signals{0};
+std::atomic<bool> g_exitOnSecond{false};
 void onSignal(int sig) {
     g_stop.store(true);
     g_signal.store(sig);
+    if (g_signals.fetch_add(1) >= 1 && g_exitOnSecond.load()) {
+        static const char kSaid[] = "\nkvlens-cli: stopped at once (a second signal); the probe in progress is lost\n";
+        [[maybe_unused]] const ssize_t n = ::write(2, kSaid, sizeof kSaid - 1);  // async-signal-safe, unlike stdio
+        ::_exit(128 + sig);
+    }
 }
 void catchStops() {
     struct sigaction sa {};
@@ -201,6 +211,7 @@ void runStatus(const SweepArgs& a) {
 // One shard in this process. Returns the exit code: 0 done, 1 a probe failed, 130 stopped.
 int runOneShard(const SweepSpec& spec, const Shard& shard, bool quiet) {
     catchStops();
+    g_exitOnSecond.store(true);
     const ShardReport r = runShard(spec, shard, folderLoader(spec),
                                    [&](int64_t i, int64_t n, const std::string& key) {
                                        if (!quiet)
@@ -248,7 +259,7 @@ int runPool(const SweepSpec& spec, const SweepArgs& a) {
     }
     int failed = 0, stopped = 0;
     size_t running = children.size();
-    bool forwarded = false;
+    bool forwarded = false, killed = false;
     const std::string suffix = ", " + std::to_string(work.size()) + " worker(s)";
     while (running > 0) {
         for (auto& pid : children) {
@@ -259,13 +270,20 @@ int runPool(const SweepSpec& spec, const SweepArgs& a) {
             pid = 0;
             --running;
             const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-            if (code == 130 || (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM))) ++stopped;
+            if (code == 130 || (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM ||
+                                                        (killed && WTERMSIG(status) == SIGKILL))))
+                ++stopped;
             else if (code != 0) ++failed;
         }
         if (g_stop.load() && !forwarded) {  // also when only this process was signalled
             for (pid_t pid : children)
                 if (pid > 0) ::kill(pid, SIGINT);
             forwarded = true;
+        }
+        if (g_signals.load() >= 2 && !killed) {  // a second signal: the workers' probes in progress are given up
+            for (pid_t pid : children)
+                if (pid > 0) ::kill(pid, SIGKILL);
+            killed = true;
         }
         if (!a.quiet) {
             try {

@@ -11,6 +11,7 @@
 #include "core/paths.h"
 #include "core/policy/policy_info.h"
 #include "core/run/context_limit.h"
+#include "core/run/memory_guard.h"
 
 namespace kvlens::cli {
 namespace fs = std::filesystem;
@@ -26,6 +27,14 @@ void ModelArgs::add(CLI::App& app, bool withDevice) {
     app.add_flag("--allow-long-context", allowLongContext,
                  "run past " + std::to_string(kHardContextFactor) + "x the model's max_position_embeddings (refused otherwise)");
 }
+
+void ModelArgs::addMemoryBudget(CLI::App& app) {
+    app.add_option("--memory-budget", memoryBudget,
+                   "memory a run may plan for, e.g. 8G or 512M (default: half the physical memory); past it the "
+                   "attention map keeps the latest queries, and a run that cannot fit is refused");
+}
+
+uint64_t ModelArgs::memoryBytes() const { return memoryBudget.empty() ? 0 : parseMemorySize(memoryBudget); }
 
 void ModelArgs::checkContext(const ModelConfig& config, int64_t tokens) const {
     const ContextCheck c = checkContextLength(tokens, config.maxPositions, config.family == Family::Gpt2, allowLongContext);
@@ -49,7 +58,7 @@ void QuestionArgs::add(CLI::App& app) {
                              "a question about the prompt (kvpress's question; see --question-mode)");
     auto* i = app.add_option("--question-ids", ids, "the question as token ids")->excludes(t);
     app.add_option("--question-mode", mode,
-                   "aware: the question ends the prompt and is every window policy's observation window; agnostic: "
+                   "aware: the question ends the prompt and is the observation window of every policy whose window is at its default; agnostic: "
                    "the prompt is compressed without it, then every run reads it before generating")
         ->capture_default_str()
         ->check(CLI::IsMember({"aware", "agnostic"}));

@@ -28,7 +28,11 @@ struct ModelArgs {
     std::string model;  // empty: the bundled model
     RunSettings run;
     bool allowLongContext = false;
+    std::string memoryBudget;  // --memory-budget as typed; empty: half the physical memory
     void add(CLI::App& app, bool withDevice = true);
+    // --memory-budget SIZE, for the commands that run a Session (compare, export).
+    void addMemoryBudget(CLI::App& app);
+    uint64_t memoryBytes() const;  // 0: the default (SessionOptions::memoryBudget)
     std::filesystem::path dir() const;
     // The model folder is an input: no output may be written into it.
     void readBy(OutputGuard& guard) const { guard.inputFolder(dir()); }

@@ -141,6 +141,12 @@ void Controller::setCalibration(const QString& text) {
     schedule(kEditDebounceMs);
 }
 
+void Controller::setMemoryBudget(quint64 bytes) {
+    if (bytes == m_memoryBudget) return;
+    m_memoryBudget = bytes;
+    schedule(kEditDebounceMs);
+}
+
 void Controller::setMatchMemory(bool on) {
     if (m_matchMemory == on) return;
     m_matchMemory = on;
@@ -224,6 +230,7 @@ RunRequest Controller::currentRequest() const {
     r.question = m_question;
     r.questionAware = m_questionAware;
     r.calibration = m_calibration;
+    r.memoryBudget = m_memoryBudget;
     r.layer = m_layer;
     r.head = m_head;
     r.matchMemory = m_matchMemory;

@@ -47,6 +47,11 @@ public:
     // Q-Filters' calibration text (SessionOptions::calibration); empty: the prompt.
     void setCalibration(const QString& text);
     const QString& calibration() const { return m_calibration; }
+    // The prompt's tokens as last counted (BOS included), -1 before the first count.
+    int64_t promptTokens() const { return m_promptTokens; }
+    // The memory a run may plan for, in bytes; 0: half the physical memory
+    // (SessionOptions::memoryBudget). A change runs again.
+    void setMemoryBudget(quint64 bytes);
     void setShownStep(int step);  // the decode step the views show
     void runNow();                // issue the request at once (skips the debounce; asks again about a long prompt)
     void setLongContextDecider(LongContextDecider d) { m_longContext = std::move(d); }
@@ -158,6 +163,7 @@ private:
     bool m_teacherForced = true;
     QString m_question;
     QString m_calibration;
+    quint64 m_memoryBudget = 0;
     bool m_questionAware = false;
     int64_t m_layer = 0, m_head = 0;
     RunRequest m_last;

@@ -29,6 +29,7 @@ LessonActions::LessonActions(MainWindow* window, ui::LessonPanel* panel, QDockWi
     });
     connect(m_panel, &ui::LessonPanel::revealRequested, this, &LessonActions::reveal);
     connect(m_panel, &ui::LessonPanel::presenterToggled, m_window, &MainWindow::setPresenter);
+    connect(m_panel, &ui::LessonPanel::closeRequested, this, &LessonActions::closeLesson);
     connect(m_window->controller(), &Controller::traceShown, this,
             [this](const std::shared_ptr<const Trace>& t, int) { traceShown(t); });
     connect(m_window->controller(), &Controller::runFinished, this, [this] {
@@ -83,6 +84,7 @@ void LessonActions::addMenu(QMenu* menu) {
     add(tr("&Reveal"), QKeySequence(QStringLiteral("Ctrl+Return")), [this] {
         if (!m_panel->revealed()) m_panel->reveal();
     });
+    add(tr("&Close lesson"), QKeySequence(), [this] { closeLesson(); })->setObjectName(QStringLiteral("closeLesson"));
     QAction* presenter = add(tr("Presenter &mode"), QKeySequence(QStringLiteral("Ctrl+Shift+P")),
                              [this](bool on) { m_window->setPresenter(on); });
     presenter->setObjectName(QStringLiteral("presenterMode"));
@@ -112,6 +114,7 @@ QString LessonActions::openLesson(const QString& file) {
         if (!lesson.needs.empty()) why += QStringLiteral("\n\n") + QString::fromStdString(lesson.needs);
         return why;
     }
+    if (!hasLesson()) m_layout = m_window->saveState();  // a second lesson goes back to the same layout
     m_file = file;
     m_applied = sessionToJson(lesson.steps.front().state).dump();
     m_panel->setLesson(lesson);
@@ -135,8 +138,7 @@ QString LessonActions::goTo(int index) {
         m_applied = wanted;
     } else {
         // Same run: only the view may differ (a step that points elsewhere).
-        m_window->comparison()->setSelection(s.state.view.layer, s.state.view.head);
-        m_window->controller()->setSelection(s.state.view.layer, s.state.view.head);
+        m_window->applyView(s.state.view);
     }
     m_pendingPick = false;
     m_panel->showStep(index);
@@ -144,6 +146,19 @@ QString LessonActions::goTo(int index) {
     m_window->files()->followLesson(tr("Lesson: %1").arg(QString::fromStdString(m_panel->lesson().title)));
     if (auto t = m_window->controller()->shownTrace()) traceShown(t);
     return {};
+}
+
+void LessonActions::closeLesson() {
+    if (!hasLesson()) return;
+    m_panel->setLesson(Lesson{});
+    m_pendingPick = false;
+    m_applied.clear();
+    m_file.clear();
+    m_window->comparison()->setHighlight({});
+    if (!m_layout.isEmpty()) m_window->restoreState(m_layout);
+    m_layout.clear();
+    m_dock->hide();
+    m_window->files()->followLesson(tr("Untitled"));
 }
 
 void LessonActions::showPanels(const std::vector<std::string>& panels) {

@@ -7,6 +7,7 @@
 // known, and for a Pick question working out the answer from the run the
 // class sees after Reveal. Presenter mode is the window's (MainWindow::
 // setPresenter); the dock's toggle and the menu's item both ask for it.
+#include <QByteArray>
 #include <QObject>
 #include <QString>
 #include <QStringList>
@@ -43,6 +44,10 @@ public:
     // Puts step `index` in place; the reason when its state does not apply.
     QString goTo(int index);
     void reveal();
+    // Lessons ▸ Close lesson: the docks and their sizes as they were before
+    // the lesson opened; the window keeps the last step's runs, as an
+    // unsaved "Untitled" session.
+    void closeLesson();
     bool hasLesson() const;
     int step() const;
     // A Pick question waiting for its run to finish before the answer shows.
@@ -61,6 +66,7 @@ private:
     QString m_file;
     std::string m_applied;  // the session JSON last put in place, so a step that changes nothing does not re-run
     bool m_pendingPick = false;
+    QByteArray m_layout;  // the window's docks before the lesson (QMainWindow::saveState)
 };
 
 }  // namespace kvlens::gui

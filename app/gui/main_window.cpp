@@ -182,6 +182,7 @@ void MainWindow::buildActions() {
         m_controller->setCalibration(QString());
         statusBar()->showMessage(tr("Q-Filters learns its filters from the prompt"), 6000);
     });
+    add(run, tr("Memory budget…"), QKeySequence(), [this] { chooseMemoryBudget(); });
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
     for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
@@ -300,6 +301,8 @@ void MainWindow::connectController() {
     connect(c, &Controller::modelFailed, this, &MainWindow::showModelFailure);
     connect(c, &Controller::traceShown, this, &MainWindow::showTrace);
     connect(c, &Controller::historyChanged, this, [this](int n) {
+        m_comparison->setStale({});  // a trace of the current run
+        m_traceModel = m_controller->model().directory;
         m_transport->setAvailable(n);
         m_timeline->setHistory(m_controller->history());
     });
@@ -312,6 +315,7 @@ void MainWindow::connectController() {
     connect(c, &Controller::runFailed, this, [this](const QString& message) {
         m_error->setText(tr("The last edit could not run: %1").arg(message));
         m_error->show();
+        markStale(tr("Previous run: the last edit could not run, so these columns are from before it."));
     });
     connect(c, &Controller::busyChanged, this, [this](bool busy) {
         m_busy->setRange(0, 0);  // indeterminate until the run says how far it is
@@ -333,8 +337,10 @@ void MainWindow::connectController() {
     connect(m_cancelRun, &QToolButton::clicked, c, &Controller::cancelRun);
     connect(c, &Controller::runCancelled, this, [this] {
         statusBar()->showMessage(tr("Cancelled: the views show the last results"), 10000);
+        markStale(tr("Previous run: the run was cancelled, so these columns are the last finished run, not the "
+                     "current settings (edit anything to run again)."));
     });
-    connect(c, &Controller::promptCounted, m_prompt, &ui::PromptEditor::setTokenCount);
+    connect(c, &Controller::promptCounted, m_prompt, [this](int tokens) { m_prompt->setTokenCount(tokens); });
     connect(c, &Controller::promptCounted, m_memory, [this](int tokens) { m_memory->setContext(tokens); });
     connect(c, &Controller::contextChecked, this, [this](const QString& warning) {
         m_contextWarning = warning.isEmpty() ? QString() : tr("Past the model's context: %1").arg(warning);
@@ -377,7 +383,15 @@ void MainWindow::showModel(const ModelSummary& s) {
                            QString::fromStdString(s.dtype));
     m_modelLabel->setText(m_modelText);
     m_modelLabel->setToolTip(QString());
+    if (m_controller->shownTrace() && m_traceModel != s.directory)
+        markStale(tr("Other model: these columns are from %1; %2 has not finished a run yet.")
+                      .arg(QFileInfo(QString::fromStdString(m_traceModel)).fileName(),
+                           QFileInfo(QString::fromStdString(s.directory)).fileName()));
     statusBar()->showMessage(tr("Loaded %1").arg(QString::fromStdString(s.directory)), 5000);
+}
+
+void MainWindow::markStale(const QString& why) {
+    if (m_controller->shownTrace()) m_comparison->setStale(why);  // nothing shown: nothing to mark
 }
 
 void MainWindow::showModelFailure(const QString& message) {
@@ -502,6 +516,8 @@ void MainWindow::start(const QString& modelDir, const QString& prompt) {
     m_controller->setDecodeSteps(steps);
     m_scale->setCurrentText(m_settings.colourScale.get());
     m_comparison->setColourScale(ui::colourScaleFromName(m_scale->currentText()));
+    if (const QString bad = setMemoryBudget(m_settings.memoryBudget.get()); !bad.isEmpty())
+        statusBar()->showMessage(tr("The saved memory budget is not used: %1").arg(bad), 10000);
 
     QStringList names, texts;
     QString initial;
@@ -556,19 +572,25 @@ void MainWindow::showTraceViews(const std::shared_ptr<const Trace>& trace, int s
     m_budget->setTrace(trace);
     m_transport->setStep(step);
     m_timeline->setCurrentStep(step);
-    m_prompt->setTokenCount(static_cast<int>(trace->promptLength));
+    // The counter under the prompt and the line over the columns count the
+    // same tokens: the prompt's, the question's when it ends the prompt
+    // (query-aware), then those read since.
+    const int64_t counted = m_controller->promptTokens();
+    if (counted > 0 && counted <= trace->promptLength)
+        m_prompt->setTokenCount(static_cast<int>(counted), static_cast<int>(trace->promptLength - counted));
     m_model->setSlidingWindow(trace->slidingWindow);
     m_modelLabel->setText(trace->slidingWindow > 0 ? tr("%1 · sliding window %2").arg(m_modelText).arg(trace->slidingWindow)
                                                    : m_modelText);
     m_modelLabel->setToolTip(m_model->slidingWindowText());
     updateTimelinePolicies(*trace);
     const int64_t group = trace->numHeads / std::max<int64_t>(1, trace->numKvHeads);
-    m_selection->setText(tr("layer %1 · query head %2 (KV head %3) · step %4 · %5 tokens")
+    m_selection->setText(tr("layer %1 · query head %2 (KV head %3) · step %4 · %5 prompt + %6 read since")
                              .arg(m_comparison->selectedLayer())
                              .arg(m_comparison->selectedHead())
                              .arg(m_comparison->selectedHead() / group)
                              .arg(trace->step)
-                             .arg(trace->tokens.size()));
+                             .arg(trace->promptLength)
+                             .arg(static_cast<int64_t>(trace->tokens.size()) - trace->promptLength));
 }
 
 void MainWindow::updateTimelinePolicies(const Trace& trace) {
@@ -648,29 +670,11 @@ SessionFile MainWindow::sessionState() const {
     const int last = static_cast<int>(m_controller->history().size()) - 1;
     s.view.step = m_controller->shownStep() >= last ? -1 : m_controller->shownStep();
     s.view.colourScale = ui::colourScaleName(m_comparison->colourScale()).toStdString();
+    // The Budget dock's run when one was chosen (by the user or a session).
+    s.view.budgetRun.clear();
+    for (const PolicyConfig& p : m_policies->policies())
+        if (QString::fromStdString(p.label()) == m_budget->chosenRun()) s.view.budgetRun = p.spec();
     return s;
-}
-
-void MainWindow::chooseCalibration() {
-    const QString file = QFileDialog::getOpenFileName(this, tr("A text for Q-Filters to learn its filters from"),
-                                                      QString(), tr("Text (*.txt *.md);;All files (*)"));
-    if (file.isEmpty()) return;
-    QFile in(file);
-    constexpr qint64 kMaxBytes = 64 << 20;
-    if (!in.open(QIODevice::ReadOnly) || in.size() > kMaxBytes) {
-        QMessageBox::warning(this, tr("Calibrate Q-Filters"),
-                             in.isOpen() ? tr("%1 is larger than 64 MiB; choose a shorter text.").arg(file)
-                                         : tr("%1 cannot be read: %2").arg(file, in.errorString()));
-        return;
-    }
-    const QString text = QString::fromUtf8(in.readAll()).trimmed();
-    if (text.isEmpty()) {
-        QMessageBox::warning(this, tr("Calibrate Q-Filters"), tr("%1 holds no text to learn from.").arg(file));
-        return;
-    }
-    m_controller->setCalibration(text);
-    statusBar()->showMessage(
-        tr("Q-Filters learns its filters from %1 (%2 characters)").arg(QFileInfo(file).fileName()).arg(text.size()), 8000);
 }
 
 QString MainWindow::applySession(const SessionFile& s) {
@@ -702,20 +706,20 @@ QString MainWindow::applySession(const SessionFile& s) {
     if (!budget.perLayer.empty()) {
         state.preset = ui::BudgetState::Preset::Custom;
         state.perLayer = budget.perLayer;
-    } else if (budget.kind == BudgetSpec::Kind::Tokens) {
+        state.percent = 0;
+    } else {
         state.preset = ui::BudgetState::Preset::Uniform;
-        state.budget = static_cast<int64_t>(budget.value);
+        const bool ratio = budget.kind == BudgetSpec::Kind::Ratio;
+        state.percent = ratio ? budget.value : 0;
+        if (!ratio) state.budget = static_cast<int64_t>(budget.value);
     }
     m_budget->edit(state, tr("open session"));
-    // A ratio budget ("25%") has no editor preset: the run gets it as saved.
-    if (budget.perLayer.empty() && budget.kind == BudgetSpec::Kind::Ratio) m_controller->setBudget(budget);
     m_transport->setDecodeSteps(static_cast<int>(s.decodeSteps));
     m_controller->setDecodeSteps(static_cast<int>(s.decodeSteps));
     m_transport->setFreeRunning(!s.teacherForced);
     m_controller->setTeacherForced(s.teacherForced);
     m_scale->setCurrentText(QString::fromStdString(s.view.colourScale));
-    m_comparison->setSelection(s.view.layer, s.view.head);
-    m_controller->setSelection(s.view.layer, s.view.head);
+    applyView(s.view);
     m_pendingStep = static_cast<int>(s.view.step);
     if (!note.empty()) statusBar()->showMessage(QString::fromStdString(note), 15000);
     std::error_code ec;
@@ -727,6 +731,14 @@ QString MainWindow::applySession(const SessionFile& s) {
         m_controller->runNow();
     }
     return {};
+}
+
+void MainWindow::applyView(const SessionFile::View& view) {
+    m_comparison->setSelection(view.layer, view.head);
+    m_controller->setSelection(view.layer, view.head);
+    // The spec was checked against the session's policies when it was read.
+    m_budget->showRun(view.budgetRun.empty() ? QString()
+                                             : QString::fromStdString(parsePolicySpec(view.budgetRun).label()));
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {

@@ -95,8 +95,15 @@ public:
     // names another). Checks everything first: on an error nothing changes
     // and the reason is returned; empty on success.
     QString applySession(const SessionFile& session);
+    // The view part of a session on the runs shown: the heatmap's layer and
+    // head, and the run the Budget dock shows per KV head.
+    void applyView(const SessionFile::View& view);
     // Run ▸ Calibrate Q-Filters on a text file…: a dialog, then the controller.
     void chooseCalibration();
+    // Run ▸ Memory budget…: "8G", or empty for half the physical memory; the
+    // reason when `text` is not a size (nothing changes then).
+    void chooseMemoryBudget();
+    QString setMemoryBudget(const QString& text);
     // File > Import llama2.c model...: converts MODEL.bin + TOKENIZER.bin into
     // the new folder outDir (core/model/llama2c.h) and opens it. Returns the
     // reason on failure (nothing is written then), empty on success.
@@ -120,6 +127,8 @@ private:
     // loaded model, or say why it did not load.
     void showModel(const ModelSummary& s);
     void showModelFailure(const QString& message);
+    // Marks the columns as not the current settings' run (when any are shown).
+    void markStale(const QString& why);
     void connectNeedle();
     void connectSweep();
     void openSweepAsked();
@@ -157,6 +166,7 @@ private:
     QToolButton* m_cancelRun;
     QLabel* m_modelLabel;
     QString m_modelText;  // m_modelLabel's text without the sliding window
+    std::string m_traceModel;  // the model directory of the run the columns show
     bool m_restoredLayout = false;
     FileActions* m_files;
     SweepActions* m_sweeps;

@@ -35,19 +35,25 @@ namespace {
 constexpr QSize kFrameAllowance(16, 40);
 
 // Each dock's content sits in a scroll area: a panel that needs more room
-// than the screen gives (large text, presenter mode, a long lesson step)
-// scrolls instead of widening the window past the screen. `wrap`: text
-// that reflows to the width (no horizontal scrolling).
+// than the screen gives (large text, presenter mode) scrolls instead of
+// widening the window past the screen. Wrap: text that reflows to the width
+// (no horizontal scrolling). Own: the panel scrolls its own part (the
+// lesson's text, above buttons that stay in view).
+enum class Fit { Scroll, Wrap, Own };
 QDockWidget* dock(QMainWindow* w, const QString& title, const QString& name, QWidget* content, Qt::DockWidgetArea area,
-                  bool wrap = false) {
+                  Fit fit = Fit::Scroll) {
     auto* d = new QDockWidget(title, w);
     d->setObjectName(name);  // restoreState() finds docks by name
-    auto* scroll = new QScrollArea(d);
-    scroll->setWidget(content);
-    scroll->setWidgetResizable(true);
-    scroll->setFrameShape(QFrame::NoFrame);
-    if (wrap) scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    d->setWidget(scroll);
+    if (fit == Fit::Own) {
+        d->setWidget(content);
+    } else {
+        auto* scroll = new QScrollArea(d);
+        scroll->setWidget(content);
+        scroll->setWidgetResizable(true);
+        scroll->setFrameShape(QFrame::NoFrame);
+        if (fit == Fit::Wrap) scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+        d->setWidget(scroll);
+    }
     w->addDockWidget(area, d);
     return d;
 }
@@ -122,7 +128,7 @@ void MainWindow::buildDocks() {
     tabifyDockWidget(sweeps, memory);
     metrics->raise();
     // Its own row under the right-hand tabs; its text wraps to the width.
-    QDockWidget* lesson = dock(this, tr("Lesson"), QStringLiteral("lesson"), m_lessonPanel, Qt::RightDockWidgetArea, true);
+    QDockWidget* lesson = dock(this, tr("Lesson"), QStringLiteral("lesson"), m_lessonPanel, Qt::RightDockWidgetArea, Fit::Own);
     lesson->hide();  // until a lesson opens
     m_lessons = new LessonActions(this, m_lessonPanel, lesson);
 }

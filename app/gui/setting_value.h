@@ -41,6 +41,8 @@ struct Settings {
     SettingValue<bool> cleanExit{QStringLiteral("session/cleanExit"), true};
     SettingValue<double> exportScale{QStringLiteral("export/pngScale"), 2.0};
     SettingValue<QString> exportFolder{QStringLiteral("export/folder"), {}};
+    // Run ▸ Memory budget: "8G"; empty: half the physical memory (core/run/memory_guard.h).
+    SettingValue<QString> memoryBudget{QStringLiteral("run/memoryBudget"), {}};
 };
 
 }  // namespace kvlens::gui

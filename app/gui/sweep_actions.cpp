@@ -10,6 +10,7 @@
 
 #include "app/gui/main_window.h"
 #include "core/error.h"
+#include "core/json_error.h"
 #include "core/study/needle_grid.h"
 #include "core/study/needle_io.h"
 #include "core/read_file.h"
@@ -70,7 +71,7 @@ QString SweepActions::openSweep(const QString& file) {
         try {
             j = json::parse(readRegularFile(path));
         } catch (const json::exception& e) {
-            throw FormatError(path.string(), std::string("not JSON: ") + e.what());
+            throw FormatError(path.string(), jsonErrorText(e.what()));
         }
         const std::string format = j.is_object() ? j.value("format", "") : "";
         sweep::Merged merged;

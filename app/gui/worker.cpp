@@ -184,6 +184,7 @@ SessionOptions Worker::optionsFor(const RunRequest& r) const {
     so.budget = r.budget;
     so.tokenizer = m_tokenizer;
     so.teacherForced = r.teacherForced;
+    so.memoryBudget = r.memoryBudget;
     so.attention = {true, r.layer, r.head};
     const QString question = r.question.trimmed();
     if (!question.isEmpty())

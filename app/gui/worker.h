@@ -31,6 +31,7 @@ struct RunRequest {
     QString question;             // empty: none (SessionOptions::question)
     bool questionAware = false;
     QString calibration;          // Q-Filters' calibration text; empty: the prompt
+    quint64 memoryBudget = 0;     // SessionOptions::memoryBudget (0: half the physical memory)
     int64_t layer = 0, head = 0;  // the attention map captured
     bool matchMemory = false;     // each policy's budget solved for the memory of `budget` (core/study/match_memory.h)
 };

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_error.h"
 #include "core/io/json_fields.h"
 #include "core/read_file.h"
 #include "core/policy/budget.h"
@@ -191,7 +192,7 @@ Lesson loadLesson(const fs::path& file) {
     try {
         j = json::parse(readRegularFile(file, 16ull << 20));
     } catch (const json::parse_error& e) {
-        throw FormatError(file.string(), std::string("not valid JSON (") + e.what() + ")");
+        throw FormatError(file.string(), jsonErrorText(e.what()));
     }
     return lessonFromJson(j, file.string());
 }

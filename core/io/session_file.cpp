@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/json_error.h"
 #include "core/run/context_limit.h"
 
 namespace fs = std::filesystem;
@@ -119,6 +120,7 @@ json sessionToJson(const SessionFile& s) {
             {"sampling", {{"greedy", s.greedy}, {"temperature", s.temperature}, {"top_p", s.topP}, {"seed", s.seed}}},
             {"view",
              {{"layer", s.view.layer}, {"head", s.view.head}, {"step", s.view.step}, {"colour_scale", s.view.colourScale}}}};
+    if (!s.view.budgetRun.empty()) j["view"]["budget_run"] = s.view.budgetRun;
     if (!s.question.empty()) j["question"] = {{"text", s.question}, {"mode", s.questionMode}};
     if (!s.calibration.empty()) j["calibration"] = s.calibration;
     if (!s.colours.empty()) j["colours"] = s.colours;
@@ -169,6 +171,7 @@ SessionFile sessionFromJson(const json& j, const std::string& source) {
     s.view.head = optional<int64_t>(view, "head", 0, source);
     s.view.step = optional<int64_t>(view, "step", -1, source);
     s.view.colourScale = optional<std::string>(view, "colour_scale", "power", source);
+    s.view.budgetRun = optional<std::string>(view, "budget_run", "", source);
     // The model's own layer and head counts are checked where the session
     // meets its model (checkSessionView).
     for (const auto& [name, v, least] : {std::tuple{"view.layer", s.view.layer, int64_t{0}},
@@ -177,6 +180,9 @@ SessionFile sessionFromJson(const json& j, const std::string& source) {
         if (v < least)
             throw FormatError(source, "\"" + std::string(name) + "\" is " + std::to_string(v) + ": expected " +
                                           std::to_string(least) + " or more");
+    if (!s.view.budgetRun.empty() && std::find(s.policies.begin(), s.policies.end(), s.view.budgetRun) == s.policies.end())
+        throw FormatError(source, "\"view.budget_run\" '" + s.view.budgetRun +
+                                      "' is not one of the session's policies: expected a spec as \"policies\" lists it");
     if (!(s.temperature >= 0) || !(s.topP > 0 && s.topP <= 1))
         throw FormatError(source, "\"sampling\": temperature must be 0 or more and top_p in (0, 1] (got " +
                                       std::to_string(s.temperature) + ", " + std::to_string(s.topP) + ")");
@@ -207,7 +213,7 @@ SessionFile loadSession(const fs::path& file) {
     try {
         j = json::parse(readRegularFile(file, 64ull << 20));
     } catch (const json::parse_error& e) {
-        throw FormatError(file.string(), std::string("not valid JSON (") + e.what() + ")");
+        throw FormatError(file.string(), jsonErrorText(e.what()));
     }
     return sessionFromJson(j, file.string());
 }

@@ -44,6 +44,9 @@ struct SessionFile {
         int64_t layer = 0, head = 0;  // query head
         int64_t step = -1;            // decode step shown; -1: the last
         std::string colourScale = "power";  // linear | log | power
+        // The run the Budget dock shows per KV head (a policy spec as
+        // `policies` lists it); empty: the dock chooses.
+        std::string budgetRun;
     } view;
 };
 

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/policy/param_default.h"
 #include "core/policy/text_util.h"
 
 namespace kvlens {
@@ -624,6 +625,12 @@ std::string PolicyConfig::spec() const {
     const std::string& file = info().file;
     const std::string l = label();
     return file.empty() ? l : kScriptPrefix + file + l.substr(id.size());
+}
+
+bool atDefault(const PolicyConfig& config, const std::string& param) {
+    for (const auto& p : config.info().params)
+        if (p.name == param) return config.has(param) && config.text(param) == p.defaultValue;
+    return false;
 }
 
 std::string PolicyConfig::label() const {

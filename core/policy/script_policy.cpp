@@ -161,13 +161,29 @@ std::unique_ptr<Policy> makeScript(const PolicyInfo& info, PolicyConfig config) 
 }
 
 // A call on a tiny made-up layer (2 query heads over 1 KV head, 3 entries,
-// 1 window query): the module must run and return a score per entry.
+// 1 window query): the module must run and return a score per entry. The
+// model is not known when a scorer loads, and a learned scorer (an
+// nn.Linear over the keys) runs at one head_dim only: the probe tries the
+// head_dims real models have, 64 first, and the scorer passes if one of
+// them runs. A scorer that fits none is refused with the cause at 64; one
+// that fits another model than the one it runs on fails there, naming the
+// cause (callScorer).
 void probe(torch::jit::Module& module, const std::string& file) {
-    const at::Tensor keys = at::linspace(-1, 1, 12).reshape({1, 3, 4});
-    const at::Tensor queries = at::linspace(0, 1, 8).reshape({2, 1, 4});
-    const at::Tensor attention = at::full({2, 1, 3}, 1.0 / 3);
-    const at::Tensor positions = at::arange(3, at::kLong).reshape({1, 3});
-    callScorer(module, file, keys, keys.flip(-1), queries, attention, positions, at::ones({1, 3}, at::kBool));
+    static constexpr int64_t kHeadDims[] = {64, 128, 8, 16, 32, 48, 80, 96, 112, 256, 4};
+    std::string first;
+    for (const int64_t D : kHeadDims) {
+        const at::Tensor keys = at::linspace(-1, 1, 3 * D).reshape({1, 3, D});
+        const at::Tensor queries = at::linspace(0, 1, 2 * D).reshape({2, 1, D});
+        const at::Tensor attention = at::full({2, 1, 3}, 1.0 / 3);
+        const at::Tensor positions = at::arange(3, at::kLong).reshape({1, 3});
+        try {
+            callScorer(module, file, keys, keys.flip(-1), queries, attention, positions, at::ones({1, 3}, at::kBool));
+            return;
+        } catch (const Error& e) {
+            if (first.empty()) first = e.what();
+        }
+    }
+    throw Error(first);
 }
 
 // The module in `file`, checked: it loads, has a forward, and scores a probe.

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/model/model.h"
+#include "core/policy/param_default.h"
 #include "core/run/memory_guard.h"
 #include "core/run/parallel_runs.h"
 #include "core/run/policy_run.h"
@@ -82,13 +83,14 @@ void Session::Impl::validate() const {
 namespace {
 
 // Query-aware: the question ends the prompt and is the observation window
-// of every policy that has one (Finch's rule; kvpress's query_aware keeps
-// the policy's own window over context + question).
+// of every policy that has one at its default (Finch's rule; kvpress's
+// query_aware keeps the policy's own window over context + question). A
+// window the user set stays theirs: the list and the column say the same.
 void askAware(SessionOptions& o) {
     if (o.question.empty() || o.questionMode != SessionOptions::QuestionMode::Aware) return;
     o.prompt.insert(o.prompt.end(), o.question.begin(), o.question.end());
     for (PolicyConfig& p : o.policies)
-        if (p.has("window")) p.values["window"] = std::to_string(o.question.size());
+        if (atDefault(p, "window")) p.values["window"] = std::to_string(o.question.size());
     o.question.clear();  // read with the prompt
 }
 

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_error.h"
 #include "core/study/needle_grid.h"
 #include "core/io/json_fields.h"
 #include "core/io/session_file.h"
@@ -95,7 +97,7 @@ SweepSpec readSweepFile(const fs::path& file) {
     try {
         j = json::parse(text);
     } catch (const json::exception& e) {
-        throw FormatError(file.string(), std::string("not JSON: ") + e.what());
+        throw FormatError(file.string(), jsonErrorText(e.what()));
     }
     return parseSweep(j, file);
 }
@@ -291,7 +293,19 @@ json cellJson(const CellResult& c, Task task) {
     return o;
 }
 
-CellResult cellFromJson(const json& c) {
+// A metric read back must lie where a run can put it (a result file is
+// data from a shared folder: a forged or corrupted one is refused, naming
+// the field, rather than merged); NaN (null) is a metric not computed.
+void checkRange(double v, double lo, double hi, const char* name, const std::string& where) {
+    if (std::isnan(v) || (v >= lo && v <= hi)) return;
+    std::ostringstream text;
+    text << "a cell's \"" << name << "\" is " << v << ": expected ";
+    if (std::isinf(hi)) text << "at least " << lo;
+    else text << lo << " to " << hi;
+    throw FormatError(where, text.str() + " (or null)");
+}
+
+CellResult cellFromJson(const json& c, Task task, const std::string& where) {
     CellResult cell;
     cell.policy = c.at("policy").get<std::string>();
     cell.budget = c.at("budget").get<std::string>();
@@ -306,6 +320,19 @@ CellResult cellFromJson(const json& c) {
     cell.perplexity = metricFrom(c, "perplexity");
     cell.retainedMass = metricFrom(c, "retained_mass");
     cell.outputCosine = metricFrom(c, "output_cosine");
+    constexpr double kSlack = 1e-6, kAny = std::numeric_limits<double>::infinity();
+    if (cell.promptTokens < 0) throw FormatError(where, "a cell's \"prompt_tokens\" is negative");
+    checkRange(cell.budgetTokens, 0, kAny, "budget_tokens", where);
+    if (task == Task::Needle) {
+        checkRange(cell.exact, 0, 1, "exact", where);
+        checkRange(cell.overlap, 0, 1, "overlap", where);
+    } else {
+        checkRange(cell.kl, -kSlack, kAny, "kl", where);
+        checkRange(cell.top1, 0, 1, "top1", where);
+        checkRange(cell.perplexity, 1 - kSlack, kAny, "perplexity", where);
+        checkRange(cell.retainedMass, 0, 1 + kSlack, "retained_mass", where);
+        checkRange(cell.outputCosine, -1 - kSlack, 1 + kSlack, "output_cosine", where);
+    }
     return cell;
 }
 
@@ -353,7 +380,12 @@ ProbeResult probeResultFromJson(const json& j, const SweepSpec& spec, const std:
         r.error = j.value("error", "");
         r.seconds = j.value("seconds", 0.0);
         r.host = j.value("host", "");
-        for (const auto& c : j.value("cells", json::array())) r.cells.push_back(cellFromJson(c));
+        for (const auto& c : j.value("cells", json::array())) r.cells.push_back(cellFromJson(c, r.probe.task, where));
+        // The key names the probe; fields that say another are a forged or
+        // garbled line (a result of a model this sweep no longer has is
+        // only ignored, as foreign).
+        if (r.probe.model < spec.models.size() && r.key != r.probe.key(spec))
+            throw FormatError(where, "\"probe\" is \"" + r.key + "\" but its fields are those of \"" + r.probe.key(spec) + "\"");
         return r;
     } catch (const json::exception& e) {
         throw FormatError(where, e.what());
@@ -385,7 +417,7 @@ std::vector<ProbeResult> readResults(const SweepSpec& spec) {
             try {
                 j = json::parse(line);
             } catch (const json::exception& e) {
-                throw FormatError(where, std::string("not a JSON result line: ") + e.what());
+                throw FormatError(where, "not a result line: " + jsonErrorText(e.what()));
             }
             out.push_back(probeResultFromJson(j, spec, where));
         }
@@ -510,7 +542,7 @@ Merged mergedFromJson(const json& j, const std::string& where, std::vector<std::
             mc.probe.context = c.at("context").get<int64_t>();
             mc.probe.seed = c.at("seed").get<uint64_t>();
             mc.probe.depth = c.value("depth", 0.0);
-            mc.cell = cellFromJson(c);
+            mc.cell = cellFromJson(c, mc.probe.task, where);
             m.cells.push_back(std::move(mc));
         }
         std::set<std::string> done;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_error.h"
 #include "core/tokenizer/added_vocabulary.h"
 #include "core/tokenizer/config_node.h"
 #include "core/tokenizer/decoder.h"
@@ -93,7 +94,7 @@ Tokenizer Tokenizer::fromJson(const std::string& jsonText, const std::string& na
     try {
         json = nlohmann::json::parse(jsonText);
     } catch (const nlohmann::json::exception& e) {
-        throw FormatError(nameForErrors, std::string("malformed JSON: ") + e.what());
+        throw FormatError(nameForErrors, jsonErrorText(e.what()));
     }
     try {
         auto impl = std::make_unique<Impl>();

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_error.h"
 #include "core/safe_file.h"
 #include "core/eval/corpus.h"
 #include "core/eval/vocabulary.h"
@@ -141,7 +142,7 @@ json readState(const fs::path& out) {
     try {
         return json::parse(in);
     } catch (const json::exception& e) {
-        throw FormatError((dir / "state.json").string(), e.what());
+        throw FormatError((dir / "state.json").string(), jsonErrorText(e.what()));
     }
 }
 

@@ -263,6 +263,19 @@ TEST_F(CliTest, ExportWritesDataTablesAndRefusesWhatItCannot) {
     expectOneLineError("export --model " + quote(model()) + " --out " + quote(csv.string()), "give a prompt");
     expectOneLineError("export --session " + quote((s_dir->path() / "none.json").string()) + " --out " + quote(csv.string()),
                        "none.json: cannot open");
+    // A session's view is checked against the model that runs it (it reached
+    // the capture as a raw index before).
+    const fs::path deep = s_dir->path() / "deep.kvlens.json";
+    std::ofstream(deep) << nlohmann::json{{"format", "kvlens-session"}, {"version", 1}, {"model", {{"dir", model()}}},
+                                          {"prompt", "w1 w2 w3"}, {"policies", {"h2o"}}, {"budget", "3"},
+                                          {"view", {{"layer", 99}}}}
+                               .dump();
+    expectOneLineError("export --session " + quote(deep.string()) + " --out " + quote(csv.string()),
+                       "the session's \"view.layer\" is 99: the model has 2 layers");
+    // The memory budget is read as a size, or refused naming the option.
+    expectOneLineError(base + " --memory-budget lots --out " + quote(csv.string()),
+                       "--memory-budget: 'lots' is not a memory size");
+    EXPECT_EQ(run(base + " --memory-budget 1G --out " + quote(csv.string())).code, 0);
 }
 
 TEST_F(CliTest, ExportFiguresAndExportAll) {
@@ -673,4 +686,57 @@ TEST_F(CliTest, SweepPlanRunStatusMergeAndAStoppedPool) {
     r = run("sweep run " + quote((s_dir->path() / "big-one.json").string()) + " --quiet");
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(slurp(s_dir->path() / "big.sweep" / "merged.csv"), slurp(s_dir->path() / "big-one.sweep" / "merged.csv"));
+}
+
+// Issue 50: a TorchScript scorer that never returns kept `sweep run` past
+// Ctrl+C (it stops after the probe in progress, which never ends). The
+// first SIGINT still waits for the probe; a second stops at once, exit 130.
+TEST_F(CliTest, ASecondCtrlCStopsAScorerThatNeverReturns) {
+    const fs::path pt = s_dir->path() / "loop.pt", maker = s_dir->path() / "loop.py";
+    // Runs on the load-time probe's 3 entries, loops on a real prompt.
+    std::ofstream(maker) << "import sys, torch\n"
+                            "class Loop(torch.nn.Module):\n"
+                            "    def forward(self, keys, values, queries, attention, positions):\n"
+                            "        n = keys.size(1)\n"
+                            "        while n > 3:\n"
+                            "            n = n + 1\n"
+                            "        return keys.sum(-1)\n"
+                            "torch.jit.script(Loop()).save(sys.argv[1])\n";
+    if (std::system(("/usr/bin/python3 " + quote(maker.string()) + " " + quote(pt.string()) + " 2>/dev/null").c_str()) != 0)
+        GTEST_SKIP() << "no python3 with torch to compile the scorer";
+    const fs::path sweep = s_dir->path() / "loop.json";
+    std::ofstream(sweep) << R"({"format": "kvlens-sweep", "version": 1, "task": "needle", "contexts": [64],)"
+                         << R"( "depths": [50], "seeds": [1], "budgets": ["25%"], "policies": ["script:)" << pt.string()
+                         << R"("]})";
+    const fs::path log = s_dir->path() / "loop.err";
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        freopen(log.c_str(), "w", stderr);
+        freopen("/dev/null", "w", stdout);
+        const std::string f = sweep.string();
+        execl(KVLENS_CLI, KVLENS_CLI, "sweep", "run", f.c_str(), "--quiet", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    auto exited = [&](int ms, int* status) {
+        for (int i = 0; i < ms / 50; ++i) {
+            if (waitpid(pid, status, WNOHANG) == pid) return true;
+            usleep(50000);
+        }
+        return false;
+    };
+    int status = 0;
+    ASSERT_FALSE(exited(4000, &status)) << "the scorer returned: " << slurp(log);  // loading, then looping
+    kill(pid, SIGINT);
+    EXPECT_FALSE(exited(1000, &status)) << "the first Ctrl+C waits for the probe in progress";
+    kill(pid, SIGINT);
+    const bool stopped = exited(10000, &status);
+    if (!stopped) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    ASSERT_TRUE(stopped) << "a second Ctrl+C did not stop it: " << slurp(log);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 130);
+    EXPECT_NE(slurp(log).find("stopped at once (a second signal)"), std::string::npos) << slurp(log);
 }

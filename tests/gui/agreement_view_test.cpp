@@ -38,6 +38,13 @@ private Q_SLOTS:
         // Held in h2o's row of 12: 0,1,2,4 and 6,7,8,10 -> 8; snapkv: 0,1,3,4,6,7,8,10; 7 shared of 9.
         QCOMPARE(view.table()->item(0, 1)->text(), QString::number(7.0 / 9.0, 'f', 3));
         QCOMPARE(view.table()->item(1, 1)->text(), QStringLiteral("1.000"));
+        // Squeezed, a cell keeps its number on one line (it wrapped "0." / "778").
+        view.resize(90, 200);
+        view.show();
+        QApplication::processEvents();
+        QVERIFY(!view.table()->wordWrap());
+        QVERIFY(view.table()->columnWidth(1) >= view.table()->fontMetrics().horizontalAdvance(QStringLiteral("0.778")));
+        view.hide();
         // The mean over 2 layers x 2 KV heads: three identical heads and this one.
         view.setSelectedHeadOnly(false);
         QCOMPARE(view.table()->item(0, 1)->text(), QString::number((3 + 7.0 / 9.0) / 4, 'f', 3));

@@ -47,6 +47,19 @@ private Q_SLOTS:
         for (double v : {9.3e-05, 1.2e-7, 0.0031, 0.99})
             QVERIFY(QFontMetrics(f).horizontalAdvance(ui::AttentionHeatmap::compactNumber(v)) <= 26);  // kBarGap - 4
         auto trace = test::makeTrace(12);
+        // At presenter sizes (1.5× text, issue 50 item 8) the bar's room grows
+        // with the text: "1e-4" stays inside the widget.
+        {
+            ui::AttentionHeatmap big;
+            QFont large = big.font();
+            large.setPointSizeF(large.pointSizeF() * 1.5);
+            big.setFont(large);
+            big.resize(300, 300);
+            QFont label = large;
+            label.setPointSizeF(std::max(6.0, large.pointSizeF() * 0.8));
+            const int room = big.width() - big.plotRect().right() - 6 - 8 - 3;  // gap, bar, label margin
+            QVERIFY2(QFontMetrics(label).horizontalAdvance(QStringLiteral("1e-4")) <= room, qPrintable(QString::number(room)));
+        }
         ui::AttentionHeatmap map;
         map.setMap(trace, std::make_shared<ui::AttentionLod>(trace->attention[1]), 1, 5);
         const QString full = QStringLiteral("attention L1 H5 · query ↓ key →"), shorter = QStringLiteral("L1 H5 · query ↓ key →");

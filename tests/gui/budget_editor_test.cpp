@@ -77,6 +77,31 @@ private Q_SLOTS:
         QCOMPARE(undo.count(), 1);
         undo.undo();
         QCOMPARE(editor.spec().value, 64.0);
+
+        // Issue 50 item 8: "25%" typed in B is a quarter of the prompt (as
+        // the CLI reads it), not 25 entries; it follows the prompt's length,
+        // the arrows step the percent, and a plain number is entries again.
+        b->selectAll();
+        QTest::keyClicks(b, QStringLiteral("25%"));
+        QCOMPARE(editor.spec().kind, BudgetSpec::Kind::Ratio);
+        QCOMPARE(editor.spec().text(), std::string("25%"));
+        QCOMPARE(changed.last().at(0).value<BudgetSpec>().kind, BudgetSpec::Kind::Ratio);
+        QCOMPARE(editor.state().budget, int64_t{125});  // what the bars show: 25% of 500
+        QVERIFY2(editor.totalText().contains(QStringLiteral("25% of the prompt = 125")), qPrintable(editor.totalText()));
+        editor.setContext(4, 200);  // a shorter prompt: the share follows it
+        QCOMPARE(editor.state().budget, int64_t{50});
+        QCOMPARE(editor.spec().text(), std::string("25%"));
+        QTest::keyClick(b, Qt::Key_Up);
+        QCOMPARE(editor.spec().text(), std::string("26%"));
+        QCOMPARE(b->text(), QStringLiteral("26%"));
+        b->selectAll();
+        QTest::keyClicks(b, QStringLiteral("96"));
+        QCOMPARE(editor.spec().kind, BudgetSpec::Kind::Tokens);
+        QCOMPARE(editor.spec().value, 96.0);
+        QCOMPARE(undo.count(), 1);  // one typed number, one undo step (the redo of 128 is gone)
+        undo.undo();
+        QCOMPARE(editor.spec().text(), std::string("64"));
+        QCOMPARE(b->text(), QStringLiteral("64"));
     }
 
     // A run that holds other layer budgets than the bars (PyramidKV's own

@@ -35,6 +35,7 @@
 
 #include "app/gui/file_actions.h"
 #include "app/gui/main_window.h"
+#include "widgets/budget_editor.h"
 #include "core/io/export_data.h"
 #include "core/study/needle_io.h"
 #include "core/io/session_file.h"
@@ -227,6 +228,21 @@ private Q_SLOTS:
         QVERIFY(w.files()->openSession(writeText(one, sessionToJson(alone).dump())));
         QCOMPARE(w.policyList()->colourSlots(), std::vector<int>{1});
         QCOMPARE(w.policyList()->list()->item(0)->foreground().color(), ui::slotColour(1));
+        // A percent budget is shown as one in B and saved as one (it showed 64
+        // and saved "64"); the Budget dock's chosen run travels too.
+        SessionFile share = s;
+        share.budget = "25%";
+        share.view.budgetRun = "h2o";
+        const QString quarter = dir.filePath(QStringLiteral("quarter.kvlens.json"));
+        QVERIFY(w.files()->openSession(writeText(quarter, sessionToJson(share).dump())));
+        QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().budget.kind == BudgetSpec::Kind::Ratio, 60000);
+        QCOMPARE(w.controller()->lastRequest().budget.value, 25.0);
+        QCOMPARE(w.budgetEditor()->findChild<QSpinBox*>()->text(), QStringLiteral("25%"));
+        QTRY_COMPARE(w.budgetEditor()->shownRun(), QStringLiteral("h2o"));
+        const QString again = dir.filePath(QStringLiteral("again.kvlens.json"));
+        QVERIFY(w.files()->saveSession(again));
+        QCOMPARE(loadSession(again.toStdString()).budget, std::string("25%"));
+        QCOMPARE(loadSession(again.toStdString()).view.budgetRun, std::string("h2o"));
     }
 
     // The title names the session and marks unsaved changes; closing the

@@ -6,7 +6,11 @@
 // presenter mode enlarges text and lines, turns high-contrast, hides panels
 // and puts them back; a bad lesson file is refused in one sentence and
 // changes nothing.
+#include <QAction>
 #include <QDockWidget>
+#include <QListWidget>
+#include <QPushButton>
+#include <QScrollArea>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -17,6 +21,7 @@
 #include "core/io/lesson_file.h"
 #include "gui_test_main.h"
 #include "widgets/appearance.h"
+#include "widgets/budget_editor.h"
 #include "widgets/comparison_view.h"
 #include "widgets/lesson_panel.h"
 #include "widgets/policy_column.h"
@@ -109,8 +114,26 @@ private Q_SLOTS:
         const std::vector<int64_t> fact = highlightPositions(lesson.steps[0].highlight, before->labels);
         std::vector<int64_t> picks = fact;
         picks.push_back(before->promptLength / 2);  // a filler token in the middle
+        // A pick keeps every token where it was (a scroll bar that came with the picks re-wrapped the rows).
+        auto* picker = panel->findChild<QListWidget*>();
+        QVERIFY(picker);
+        QApplication::processEvents();  // laid out
+        const int width = picker->viewport()->width();
+        std::vector<QRect> places;
+        for (int i = 0; i < picker->count(); ++i) places.push_back(picker->visualItemRect(picker->item(i)));
         panel->setPicked(picks);
         QCOMPARE(panel->pickedTokens().size(), picks.size());
+        for (int64_t p : {picks.front(), picks.back()}) {  // clicked, as a student does (and clicked back)
+            QListWidgetItem* item = picker->item(static_cast<int>(p));
+            picker->scrollToItem(item);
+            QTest::mouseClick(picker->viewport(), Qt::LeftButton, {}, picker->visualItemRect(item).center());
+            QTest::mouseClick(picker->viewport(), Qt::LeftButton, {}, picker->visualItemRect(item).center());
+        }
+        QApplication::processEvents();
+        QCOMPARE(picker->viewport()->width(), width);  // a scroll bar that comes re-wraps the rows
+        const QPoint scrolled = picker->visualItemRect(picker->item(0)).topLeft() - places[0].topLeft();
+        for (int i = 0; i < picker->count(); ++i)
+            QCOMPARE(picker->visualItemRect(picker->item(i)).translated(-scrolled), places[static_cast<size_t>(i)]);
         panel->reveal();
         QTRY_VERIFY_WITH_TIMEOUT(panel->revealed() && ready(w), 60000);
         QVERIFY(!lessons->waitingForReveal());
@@ -140,6 +163,49 @@ private Q_SLOTS:
         panel->choose(0);
         panel->reveal();
         QVERIFY(panel->answerText().startsWith(QStringLiteral("Right: SnapKV.")));
+    }
+
+    // Issue 50: the layer-budget lesson's Reveal shows PyramidKV's own budgets
+    // in the Budget dock (it kept SnapKV's); the choices wrap to a narrow
+    // dock, the buttons stay in view; Close lesson puts the docks back.
+    void aLessonPointsAtItsBarsAndClosesCleanly() {
+        MainWindow w;
+        w.resize(1280, 720);
+        w.show();
+        w.start(QString());
+        QTRY_VERIFY_WITH_TIMEOUT(ready(w), 60000);
+        QVERIFY(visible(w, "timeline") && !visible(w, "lesson"));
+        const QString title = w.windowTitle();
+        QCOMPARE(w.lessons()->openLesson(shipped(QStringLiteral("04-layer-budgets"))), QString());
+        QTRY_VERIFY_WITH_TIMEOUT(ready(w), 60000);
+        QVERIFY(!visible(w, "timeline") && visible(w, "budget"));
+        ui::LessonPanel* panel = w.lessonPanel();
+        Q_EMIT panel->stepRequested(1);
+        QTRY_VERIFY_WITH_TIMEOUT(ready(w), 60000);
+        // Narrow: every choice wraps inside the dock, and Reveal and Next need no scrolling.
+        w.resizeDocks({w.findChild<QDockWidget*>(QStringLiteral("lesson"))}, {260}, Qt::Horizontal);
+        QApplication::processEvents();
+        auto* area = panel->findChild<QScrollArea*>();
+        QVERIFY(area);
+        QVERIFY2(area->widget()->minimumSizeHint().width() <= area->viewport()->width(),
+                 qPrintable(QStringLiteral("%1 > %2").arg(area->widget()->minimumSizeHint().width()).arg(area->viewport()->width())));
+        for (QPushButton* b : panel->findChildren<QPushButton*>())
+            if (b->text() == QLatin1String("Reveal") || b->text() == QLatin1String("Next")) {
+                QVERIFY2(!area->isAncestorOf(b), qPrintable(b->text()));
+                QVERIFY(b->isVisible() && b->visibleRegion().boundingRect().size() == b->size());
+            }
+        panel->choose(0);
+        panel->reveal();
+        QTRY_VERIFY_WITH_TIMEOUT(ready(w) && labels(w).size() == 2, 60000);
+        QTRY_COMPARE(w.budgetEditor()->shownRun(), QStringLiteral("pyramidkv"));
+        QVERIFY(panel->answerText().contains(QStringLiteral("Compare the bars")));
+
+        w.findChild<QAction*>(QStringLiteral("closeLesson"))->trigger();
+        QVERIFY(!w.lessons()->hasLesson());
+        QVERIFY(!visible(w, "lesson") && visible(w, "timeline"));
+        QVERIFY2(w.windowTitle().startsWith(QStringLiteral("Untitled")), qPrintable(w.windowTitle()));
+        QVERIFY(w.windowTitle() != title || title.startsWith(QStringLiteral("Untitled")));
+        QVERIFY(w.comparison()->highlight().empty());
     }
 
     void presenterModeEnlargesAndComesBack() {

@@ -297,6 +297,9 @@ private Q_SLOTS:
         QTest::qWait(200);
         QCOMPARE(w.controller()->lastRequest().prompt, past);  // not run
         QVERIFY(!w.controller()->busy());
+        // The columns still show the earlier prompt's run, and say so.
+        QVERIFY2(w.comparison()->staleNote().startsWith(QStringLiteral("Previous run")),
+                 qPrintable(w.comparison()->staleNote()));
         w.controller()->setSelection(1, 1);  // another edit, the same prompt: not asked again
         QTest::qWait(200);
         QCOMPARE(asked, 1);
@@ -306,6 +309,13 @@ private Q_SLOTS:
         w.controller()->runNow();
         QCOMPARE(asked, 2);
         QVERIFY(runs(far));
+        QCOMPARE(w.comparison()->staleNote(), QString());  // the current run: no mark
+        // A run cancelled before its first result leaves the last one, marked.
+        w.controller()->setSelection(0, 0);
+        w.controller()->runNow();
+        QVERIFY(w.controller()->busy());
+        w.controller()->cancelRun();
+        QVERIFY2(w.comparison()->staleNote().contains(QStringLiteral("cancelled")), qPrintable(w.comparison()->staleNote()));
         QVERIFY(w.contextNotice().contains(QStringLiteral("past the 32")));
     }
 

@@ -119,7 +119,7 @@ private Q_SLOTS:
         const QString e = w.sweeps()->openSweep(f);
         QVERIFY2(e.contains(QStringLiteral("other.json")) && e.contains(QStringLiteral("neither a sweep file")), qPrintable(e));
         std::ofstream(f.toStdString()) << "{broken";
-        QVERIFY(w.sweeps()->openSweep(f).contains(QStringLiteral("not JSON")));
+        QVERIFY(w.sweeps()->openSweep(f).contains(QStringLiteral("not valid JSON at line")));
     }
 };
 

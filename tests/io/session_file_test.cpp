@@ -94,6 +94,15 @@ TEST_F(SessionFileTest, RoundTripKeepsEveryField) {
     EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("its own colour slot"), std::string::npos);
     j["colours"] = "red";
     EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("\"colours\""), std::string::npos);
+    // The run the Budget dock shows travels too, and must be one of the policies.
+    SessionFile shown = s;
+    shown.view.budgetRun = s.policies.back();
+    EXPECT_EQ(sessionFromJson(sessionToJson(shown)).view.budgetRun, s.policies.back());
+    EXPECT_FALSE(sessionToJson(s)["view"].contains("budget_run"));
+    j = sessionToJson(shown);
+    j["view"]["budget_run"] = "tova";
+    EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("\"view.budget_run\" 'tova' is not one of the session's policies"),
+              std::string::npos);
 }
 
 TEST_F(SessionFileTest, SaveThenOpenGivesTheSameTraces) {
@@ -140,6 +149,11 @@ TEST_F(SessionFileTest, CorruptedFutureAndIncompleteFilesSayWhatIsWrong) {
     const fs::path file = s_dir->path() / "bad.kvlens.json";
     std::ofstream(file) << sessionToJson(example(model())).dump().substr(0, 40);
     EXPECT_NE(formatError([&] { loadSession(file); }).find("not valid JSON"), std::string::npos);
+    // A sentence, not the parser's own text (issue 50's low bucket).
+    std::ofstream(file, std::ios::trunc) << "{not json";
+    EXPECT_EQ(formatError([&] { loadSession(file); }),
+              file.string() + ": not valid JSON at line 1, column 3: invalid literal in an object key, expected string "
+                              "literal (after '{no')");
 
     auto j = sessionToJson(example(model()));
     j["version"] = 7;

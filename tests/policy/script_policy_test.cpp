@@ -120,6 +120,21 @@ TEST_F(ScriptPolicyTest, BadFilesAndBadScorersSayWhy) {
     EXPECT_NE(errorOf("script:" + good + ":kernel=3").find("no parameter 'kernel'"), std::string::npos);
 }
 
+// Issue 50: a learned scorer (an nn.Linear over the keys, as torch.jit.script
+// saves one) was refused by a probe at head_dim 4; the probe now tries the
+// head_dims real models have, with and without requires_grad.
+TEST_F(ScriptPolicyTest, ALearnedScorerLoads) {
+    for (const bool grad : {false, true}) {
+        torch::jit::Module m("Learned");
+        m.register_parameter("weight", at::linspace(-1, 1, 64).reshape({64, 1}).requires_grad_(grad), false);
+        m.define("def forward(self, keys: Tensor, values: Tensor, queries: Tensor, attention: Tensor, "
+                 "positions: Tensor) -> Tensor:\n    return (keys @ self.weight).squeeze(-1)\n");
+        const fs::path file = m_dir / (grad ? "learned-grad.pt" : "learned.pt");
+        m.save(file.string());
+        EXPECT_EQ(errorOf("script:" + file.string()), "") << "requires_grad " << grad;
+    }
+}
+
 TEST_F(ScriptPolicyTest, AnotherFileOfTheSameNameGetsItsOwnId) {
     fs::create_directories(m_dir / "a");
     fs::create_directories(m_dir / "b");

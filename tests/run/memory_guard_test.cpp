@@ -112,6 +112,27 @@ TEST(MemoryGuard, ARunThatCannotFitIsRefusedInOneSentence) {
     }
 }
 
+// The budget as a user types it (compare/export --memory-budget, Run ▸
+// Memory budget): units of 1024, or bytes; nonsense and tiny or absurd sizes
+// are refused naming what was typed.
+TEST(MemoryGuard, SizesReadAsUsersTypeThem) {
+    EXPECT_EQ(parseMemorySize("8G"), 8ull << 30);
+    EXPECT_EQ(parseMemorySize(" 512m "), 512ull << 20);
+    EXPECT_EQ(parseMemorySize("1.5GiB"), 3ull << 29);
+    EXPECT_EQ(parseMemorySize("2TB"), 2ull << 40);
+    EXPECT_EQ(parseMemorySize("1073741824"), 1ull << 30);
+    for (const char* bad : {"", "lots", "-4G", "8X", "1e9", "nan", "inf", "1K", "2000T", "8 G B"}) {
+        try {
+            parseMemorySize(bad, "--memory-budget");
+            ADD_FAILURE() << "'" << bad << "' was read as a size";
+        } catch (const ArgumentError& e) {
+            EXPECT_NE(std::string(e.what()).find("--memory-budget: '" + std::string(bad) + "' is not a memory size"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+}
+
 // The case: a 38,000-token prompt, under an address-space limit of
 // what the process has mapped plus 3 GiB. The whole attention map of the
 // full cache and one policy would be 5.8 GB; the guard keeps the latest

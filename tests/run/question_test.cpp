@@ -52,6 +52,17 @@ TEST(Question, AwareEndsThePromptAndIsEveryWindowPolicysObservationWindow) {
             for (int64_t p = 40; p < 46; ++p) EXPECT_EQ(h.status[static_cast<size_t>(p)], TokenStatus::Window);
 }
 
+// Issue 50 item 8: a window the user set is theirs in query-aware mode too
+// (the list said 8 and the column 15); only a default window becomes the question.
+TEST(Question, AwareKeepsAWindowTheUserSet) {
+    SessionOptions aware = base({"snapkv:window=8", "tova"});
+    aware.question = questionTokens();
+    aware.questionMode = SessionOptions::QuestionMode::Aware;
+    Session a(questionModel(), aware);
+    const auto t = a.start();
+    EXPECT_EQ(t->policies[1].label, "snapkv:window=8");
+}
+
 TEST(Question, AgnosticCompressesWithoutItThenEveryRunReadsIt) {
     SessionOptions agnostic = base({"snapkv", "streaming"});
     agnostic.question = questionTokens();

@@ -223,6 +223,32 @@ TEST_F(SweepTest, ResultsAreWrittenWholeAndReadBackWithNanAsNull) {
     } catch (const FormatError& e) {
         EXPECT_NE(std::string(e.what()).find("shard-0001-of-0002.jsonl line 1"), std::string::npos) << e.what();
     }
+    // A forged line is refused, not merged: metrics where no run can put
+    // them, or a key whose fields name another probe.
+    const json good = toJson(r, s);
+    auto refused = [&](json forged, const std::string& why) {
+        std::ofstream(shardFile(s, {1, 2})) << forged.dump() << "\n";
+        try {
+            readResults(s);
+            ADD_FAILURE() << "a forged result was read: " << forged.dump();
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+        }
+    };
+    json forged = good;
+    forged["cells"][0]["top1"] = 7;
+    refused(forged, "a cell's \"top1\" is 7: expected 0 to 1");
+    forged = good;
+    forged["cells"][0]["kl"] = -3;
+    refused(forged, "a cell's \"kl\" is -3");
+    forged = good;
+    forged["cells"][0]["prompt_tokens"] = -1;
+    refused(forged, "\"prompt_tokens\" is negative");
+    forged = good;
+    forged["context"] = good["context"].get<int64_t>() * 2;
+    refused(forged, "but its fields are those of");
+    std::ofstream(shardFile(s, {1, 2})) << good.dump() << "\n";  // the same line, as written: read
+    EXPECT_EQ(readResults(s).size(), 3u);
 }
 
 TEST_F(SweepTest, ShardingDoesNotChangeACellAndRerunsSkipDoneProbes) {
