@@ -40,15 +40,18 @@ private:
     uint64_t m_h = 1469598103934665603ull;
 };
 
+// A model's files are read only when they are regular files: a FIFO named
+// config.json would block the window's thread forever (readRegularFile
+// refuses it in one sentence, as it does a folder or a device).
 void addFile(Fnv1a& h, const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
     h.add(p.filename().string());
-    h.add(ss.str());
+    h.add(readRegularFile(p));
 }
 
 void addSafetensors(Fnv1a& h, const fs::path& p) {
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec))
+        throw FormatError(p.string(), "not a regular file: expected a safetensors file to read");
     std::ifstream in(p, std::ios::binary);
     const uint64_t size = fs::file_size(p);
     h.add(p.filename().string());
@@ -238,7 +241,11 @@ std::string scriptFingerprint(const fs::path& file) {
     std::error_code ec;
     if (!fs::is_regular_file(file, ec)) return {};
     Fnv1a h;
-    addFile(h, file);
+    try {
+        addFile(h, file);
+    } catch (const Error&) {
+        return {};  // unreadable: loading it says why
+    }
     return "fnv1a64:" + h.hex();
 }
 

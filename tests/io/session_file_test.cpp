@@ -2,6 +2,7 @@
 // file or a missing model, the model fingerprint, and save -> open -> the
 // same traces.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <tuple>
@@ -214,6 +215,16 @@ TEST_F(SessionFileTest, FingerprintFollowsTheWeights) {
     SessionFile s = example(model());
     EXPECT_NE(fingerprintNote(s, copy).find("changed since this session was saved"), std::string::npos);
     EXPECT_THROW(modelFingerprint(s_dir->path()), FormatError);
+    // A FIFO as config.json (or a weights file) is refused at once: reading
+    // it waited forever, and the GUI with it (issue 50).
+    const fs::path fifo = s_dir->path() / "fifo-model";
+    fs::create_directories(fifo);
+    ASSERT_EQ(::mkfifo((fifo / "config.json").c_str(), 0600), 0);
+    EXPECT_NE(formatError([&] { modelFingerprint(fifo); }).find("not a regular file (a FIFO)"), std::string::npos);
+    fs::remove(fifo / "config.json");
+    fs::copy_file(copy / "config.json", fifo / "config.json");
+    ASSERT_EQ(::mkfifo((fifo / "model.safetensors").c_str(), 0600), 0);
+    EXPECT_NE(formatError([&] { modelFingerprint(fifo); }).find("not a regular file"), std::string::npos);
 }
 
 // TorchScript scorers are saved by file with a fingerprint of their bytes;
