@@ -125,17 +125,24 @@ PaperStyle::PaperStyle(QCustomPlot* plot) : m_plot(plot) {
     QCPLayoutInset* inset = plot->axisRect() ? plot->axisRect()->insetLayout() : nullptr;
     for (int i = 0; inset && plot->legend->visible() && i < inset->elementCount(); ++i)
         if (inset->elementAt(i) == plot->legend) {
-            m_legendMoved = true;
             m_legendAlignment = inset->insetAlignment(i);
             m_legendWrap = plot->legend->wrap();
-            inset->take(plot->legend);
-            inset->simplify();
-            QCPLayoutGrid* grid = plot->plotLayout();
-            grid->addElement(grid->rowCount(), 0, plot->legend);
-            grid->setRowStretchFactor(grid->rowCount() - 1, 0.001);
-            plot->legend->setWrap(3);  // three names a row under the axes
+            m_legendFill = static_cast<int>(plot->legend->fillOrder());
             break;
         }
+    if (plot->legend->visible()) m_legendMoved = legendBelowAxes(plot, 3);  // three names a row under the axes
+}
+
+bool legendBelowAxes(QCustomPlot* plot, int perRow) {
+    QCPLayoutInset* inset = plot->axisRect() ? plot->axisRect()->insetLayout() : nullptr;
+    if (!inset || !inset->take(plot->legend)) return false;
+    inset->simplify();
+    QCPLayoutGrid* grid = plot->plotLayout();
+    grid->addElement(grid->rowCount(), 0, plot->legend);
+    grid->setRowStretchFactor(grid->rowCount() - 1, 0.001);
+    plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+    plot->legend->setWrap(perRow);
+    return true;
 }
 
 PaperStyle::~PaperStyle() {
@@ -146,6 +153,7 @@ PaperStyle::~PaperStyle() {
     if (m_legendMoved) {
         m_plot->plotLayout()->take(m_plot->legend);
         m_plot->plotLayout()->simplify();
+        m_plot->legend->setFillOrder(static_cast<QCPLayoutGrid::FillOrder>(m_legendFill));
         m_plot->legend->setWrap(m_legendWrap);
         m_plot->axisRect()->insetLayout()->addElement(m_plot->legend, m_legendAlignment);
     }

@@ -46,6 +46,11 @@ QPen seriesPen(const QColor& colour, double width, Qt::PenStyle style = Qt::Soli
 // colours and the background from the palette.
 void stylePlot(QCustomPlot* plot);
 
+// Moves the plot's legend from inside its axes to a row under them (names
+// `perRow` a row), so that it never covers a curve or a tick; false when
+// the legend was not inside the axes.
+bool legendBelowAxes(QCustomPlot* plot, int perRow);
+
 // While it lives, a plot is in the light theme at 100 % (an exported figure
 // goes on white paper at its own size, whatever the screen shows): its
 // series in their light shades (paperColour), and a legend drawn inside the
@@ -64,6 +69,7 @@ private:
     bool m_legendMoved = false;
     Qt::Alignment m_legendAlignment;
     int m_legendWrap = 0;
+    int m_legendFill = 0;  // QCPLayoutGrid::FillOrder, restored with the wrap
 };
 
 }  // namespace kvlens::ui

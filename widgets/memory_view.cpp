@@ -43,7 +43,10 @@ MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
     m_plot->legend->setVisible(true);
     m_plot->legend->setFont(small);
     m_plot->legend->setRowSpacing(-3);
-    m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+    // Under the axes: inside them it covered the curves in presenter mode.
+    legendBelowAxes(m_plot, 2);
+    m_plot->legend->setIconSize(14, 8);
+    m_plot->legend->setIconTextPadding(3);
     stylePlot(m_plot);  // the current zoom and theme
     layout->addWidget(m_plot, 3);
     m_table = new QTableWidget(this);

@@ -101,13 +101,9 @@ MetricsPanel::MetricsPanel(QWidget* parent)
     m_outputs->setPlaceholderText(tr("Each policy's output appears here once a run has decode steps."));
     // The legend under the plot, not over its points and ticks.
     m_mass->legend->setVisible(true);
-    m_mass->axisRect()->insetLayout()->take(m_mass->legend);
-    m_mass->plotLayout()->addElement(m_mass->plotLayout()->rowCount(), 0, m_mass->legend);
-    m_mass->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-    m_mass->legend->setWrap(2);  // two a row: a dock-wide plot holds two names whole
+    legendBelowAxes(m_mass, 2);  // two a row: a dock-wide plot holds two names whole
     m_mass->legend->setIconSize(14, 8);
     m_mass->legend->setIconTextPadding(3);
-    m_mass->plotLayout()->setRowStretchFactor(m_mass->plotLayout()->rowCount() - 1, 0.001);
     m_mass->legend->setMargins(QMargins(2, 0, 2, 0));
 }
 

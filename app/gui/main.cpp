@@ -113,14 +113,17 @@ int main(int argc, char** argv) {
             for (const QString& shipped : kvlens::gui::LessonActions::shippedLessons())
                 if (QFileInfo(shipped).fileName().startsWith(file + QStringLiteral("."))) file = shipped;
         const bool isLesson = cli.isSet(lesson);
-        const int step = cli.value(lessonStep).toInt() - 1;
+        bool stepRead = true;
+        const QString stepText = cli.value(lessonStep);
+        const int step = cli.isSet(lessonStep) ? stepText.toInt(&stepRead) - 1 : 0;
         const bool revealNow = cli.isSet(reveal);
         const bool screenshot = cli.isSet(shot);
         auto connection = std::make_shared<QMetaObject::Connection>();
         *connection = QObject::connect(window.controller(), &kvlens::gui::Controller::modelLoaded, &window,
-                                       [&window, &waitForFile, file, isLesson, step, revealNow, screenshot, connection] {
+                                       [&window, &waitForFile, file, isLesson, step, stepRead, stepText, revealNow, screenshot,
+                                        connection] {
             QObject::disconnect(*connection);
-            QTimer::singleShot(0, &window, [&window, &waitForFile, file, isLesson, step, revealNow, screenshot] {
+            QTimer::singleShot(0, &window, [&window, &waitForFile, file, isLesson, step, stepRead, stepText, revealNow, screenshot] {
                 waitForFile = false;
                 if (!isLesson) {  // why is said in the window; a screenshot of the wrong state is not taken
                     if (!window.files()->openSession(file) && screenshot)
@@ -128,6 +131,9 @@ int main(int argc, char** argv) {
                     return;
                 }
                 QString error = window.lessons()->openLesson(file);
+                const int steps = static_cast<int>(window.lessonPanel()->lesson().steps.size());
+                if (error.isEmpty() && (!stepRead || step < 0 || step >= steps))  // it was clamped without a word
+                    error = QStringLiteral("--lesson-step %1: the lesson has %2 steps, 1 to %2").arg(stepText).arg(steps);
                 if (error.isEmpty() && step > 0) error = window.lessons()->goTo(step);
                 if (error.isEmpty() && revealNow) window.lessonPanel()->reveal();
                 if (!error.isEmpty()) finish(1, QStringLiteral("cannot open the lesson: %1").arg(error));

@@ -7,6 +7,7 @@
 // alone while the restore question is open, and --screenshot exits 1 saying
 // why when the model cannot load or the file cannot be written.
 #include <QCheckBox>
+#include <QDir>
 #include <QDockWidget>
 #include <QLabel>
 #include <QTableWidget>
@@ -418,6 +419,25 @@ private Q_SLOTS:
                  qPrintable(err));
         QVERIFY(!QFileInfo::exists(shot));
         qInfo("a model that cannot load: exit 1 after %lld ms", static_cast<long long>(timer.elapsed()));
+
+        // A model folder whose config.json is a FIFO: one sentence at once (it hung).
+        QDir(home.path()).mkdir(QStringLiteral("fifo-model"));
+        QVERIFY(::mkfifo(home.filePath(QStringLiteral("fifo-model/config.json")).toLocal8Bit().constData(), 0600) == 0);
+        app.setArguments({QStringLiteral("--model"), home.filePath(QStringLiteral("fifo-model")), QStringLiteral("--screenshot"), shot});
+        app.start();
+        QVERIFY(app.waitForFinished(30000));
+        QCOMPARE(app.exitCode(), 1);
+        err = QString::fromLocal8Bit(app.readAllStandardError());
+        QVERIFY2(err.contains(QStringLiteral("not a regular file (a FIFO)")), qPrintable(err));
+        // A lesson step the lesson does not have is named, not clamped (issue 50).
+        app.setArguments({QStringLiteral("--lesson"), QStringLiteral("04-layer-budgets"), QStringLiteral("--lesson-step"),
+                          QStringLiteral("99"), QStringLiteral("--screenshot"), shot});
+        app.start();
+        QVERIFY(app.waitForFinished(60000));
+        QCOMPARE(app.exitCode(), 1);
+        err = QString::fromLocal8Bit(app.readAllStandardError());
+        QVERIFY2(err.contains(QStringLiteral("--lesson-step 99: the lesson has 3 steps")), qPrintable(err));
+        QVERIFY(!QFileInfo::exists(shot));
 
         app.setArguments({QStringLiteral("--screenshot"), QStringLiteral("/dev/full")});
         app.start();
