@@ -11,6 +11,7 @@
 #include <QSvgGenerator>
 #include <QSplitter>
 #include <QTextBrowser>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <cmath>
 
@@ -30,6 +31,7 @@ QCustomPlot* makePlot(QWidget* parent, const QString& title, const QString& x, c
     QFont bold = small;
     bold.setBold(true);
     plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, title, bold));
+    plot->setProperty("fullTitle", title);  // fitTitles() breaks it over two lines when it is wider than the plot
     for (QCPAxis* a : {plot->xAxis, plot->yAxis}) {
         a->setTickLabelFont(small);
         a->setLabelFont(small);
@@ -108,6 +110,36 @@ MetricsPanel::MetricsPanel(QWidget* parent)
 }
 
 void MetricsPanel::setTokenPieces(TokenPieces pieces) { m_tokenPieces = std::move(pieces); }
+
+void MetricsPanel::fitTitles() {
+    for (QCustomPlot* plot : {m_kl, m_agree, m_mass, m_memory}) {
+        auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0));
+        const QString full = plot->property("fullTitle").toString();
+        if (!title || full.isEmpty()) continue;
+        QString text = full;
+        if (QFontMetrics(title->font()).horizontalAdvance(full) > plot->width() - 8) {
+            // Two lines, broken before a bracket or at the middle space.
+            int at = full.indexOf(QStringLiteral(" ("));
+            if (at < 0) at = full.lastIndexOf(QLatin1Char(' '), full.size() / 2);
+            if (at < 0) at = full.indexOf(QLatin1Char(' '));
+            if (at > 0) text = full.left(at) + QLatin1Char('\n') + full.mid(at + 1);
+        }
+        if (title->text() != text) {
+            title->setText(text);
+            plot->replot(QCustomPlot::rpQueuedReplot);
+        }
+    }
+}
+
+void MetricsPanel::resizeEvent(QResizeEvent* e) {
+    QWidget::resizeEvent(e);
+    QTimer::singleShot(0, this, &MetricsPanel::fitTitles);  // once the plots have their new sizes
+}
+
+void MetricsPanel::changeEvent(QEvent* e) {
+    QWidget::changeEvent(e);
+    if (e->type() == QEvent::FontChange) QTimer::singleShot(0, this, &MetricsPanel::fitTitles);  // after stylePlot
+}
 
 QStringList MetricsPanel::tokenPieces(const std::vector<int64_t>& ids) const {
     if (m_tokenPieces) return m_tokenPieces(ids);
@@ -224,13 +256,13 @@ void MetricsPanel::plotMemory(const Trace& t) {
         ticker->addTick(static_cast<double>(p), label.size() > 18 ? label.left(17) + QChar(0x2026) : label);
     }
     m_memory->xAxis->setTicker(ticker);
-    m_memory->xAxis->setTickLabelRotation(60);
-    // A slanted label runs right of its bar, and QCustomPlot drops a label
-    // that would cross the widget's edge: room for the last one.
+    // Upright labels take a line's height each, not a slant's width: at
+    // presenter sizes slanted ones ran into each other.
+    m_memory->xAxis->setTickLabelRotation(90);
+    // QCustomPlot drops a label that would cross the widget's edge: room for the last one.
     const QFontMetrics fm(m_memory->xAxis->tickLabelFont());
-    const QString last = ticker->ticks().isEmpty() ? QString() : ticker->ticks().last();
     m_memory->axisRect()->setAutoMargins(QCP::msLeft | QCP::msTop | QCP::msBottom);
-    m_memory->axisRect()->setMargins(QMargins(0, 0, fm.horizontalAdvance(last) / 2 + fm.height() + 4, 0));
+    m_memory->axisRect()->setMargins(QMargins(0, 0, fm.height() / 2 + 4, 0));
     m_memory->xAxis->setRange(-0.6, static_cast<double>(t.policies.size()) - 0.4);
     m_memory->yAxis->setRange(0, top * 1.1);
     m_memory->replot(QCustomPlot::rpQueuedReplot);

@@ -44,7 +44,14 @@ public:
     // the written paths go to `written`.
     QString exportPlots(const QString& folder, const QString& format, double scale, QStringList* written = nullptr) const;
 
+protected:
+    void resizeEvent(QResizeEvent* e) override;
+    void changeEvent(QEvent* e) override;
+
 private:
+    // Each plot's title on one line where it fits its plot, else on two (at
+    // presenter sizes the long ones were cut at both ends).
+    void fitTitles();
     void plotSteps(std::shared_ptr<const Trace> t);
     void plotMass(const Trace& t);
     void plotMemory(const Trace& t);

@@ -182,6 +182,33 @@ private Q_SLOTS:
 
     // A step whose logits became NaN: a gap in the KL and agreement plots
     // (not a point), left out of the running agreement.
+    // Issue 50 item 8: in a narrow dock (presenter sizes) a title longer
+    // than its plot goes on two lines (it was cut at both ends), each line
+    // within the plot; the memory chart's run names stand upright.
+    void titlesFitTheirPlots() {
+        const ui::Appearance before = ui::currentAppearance();
+        ui::Appearance presenter = before;
+        presenter.presenter = true;  // 1.5x text
+        ui::applyAppearance(presenter);
+        struct Restore {
+            ui::Appearance a;
+            ~Restore() { ui::applyAppearance(a); }
+        } restore{before};
+        ui::MetricsPanel panel;
+        panel.resize(340, 600);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        panel.setTrace(test::makeTrace(12));
+        for (QCustomPlot* plot : {panel.klPlot(), panel.agreementPlot(), panel.massPlot(), panel.memoryPlot()}) {
+            auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0));
+            QVERIFY(title);
+            QTRY_VERIFY2(QFontMetrics(title->font()).boundingRect(QRect(), 0, title->text()).width() <= plot->width(),
+                         qPrintable(title->text()));
+        }
+        QVERIFY(panel.klPlot()->property("fullTitle").toString().size() > 0);
+        QCOMPARE(panel.memoryPlot()->xAxis->tickLabelRotation(), 90.0);
+    }
+
     void nanKlIsAGapNotAPoint() {
         auto t = test::makeTrace(12);
         t->policies[1].metrics[0].kl = std::nan("");
