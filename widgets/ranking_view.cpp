@@ -115,6 +115,37 @@ void RankingView::setTrace(std::shared_ptr<const Trace> trace, double targetByte
     showNote();
 }
 
+namespace {
+// view.rank_by's keys, their columns, and the order that puts the best first.
+struct RankColumn {
+    const char* key;
+    int column;
+    Qt::SortOrder best;
+};
+constexpr RankColumn kRankColumns[] = {{"kl", 3, Qt::AscendingOrder},      {"top1", 4, Qt::DescendingOrder},
+                                       {"perplexity", 5, Qt::AscendingOrder}, {"mass", 6, Qt::DescendingOrder},
+                                       {"kv_mean", 7, Qt::AscendingOrder},  {"kv_peak", 8, Qt::AscendingOrder},
+                                       {"oracle", 10, Qt::DescendingOrder}};
+}  // namespace
+
+void RankingView::sortBy(const QString& key) {
+    for (const RankColumn& c : kRankColumns)
+        if (key == QLatin1String(c.key)) {
+            m_table->horizontalHeader()->setSortIndicator(c.column, c.best);  // NumberItem reads its order
+            m_table->sortItems(c.column, c.best);
+            return;
+        }
+    m_table->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);
+    m_table->sortItems(0, Qt::AscendingOrder);  // by rank
+}
+
+QString RankingView::sortKey() const {
+    const int column = m_table->horizontalHeader()->sortIndicatorSection();
+    for (const RankColumn& c : kRankColumns)
+        if (column == c.column) return QLatin1String(c.key);
+    return {};
+}
+
 void RankingView::showNote() {
     QString note = QString::fromStdString(m_ranking.note);
     if (m_ranking.unequal > 0 && !m_ranking.matched) note += tr(". Turn on Match memory to compare at matched memory.");

@@ -29,6 +29,13 @@ public:
     // The switch, without emitting matchMemoryToggled.
     void setMatchMemory(bool on);
 
+    // Orders the rows by a metric, best first (a session's view.rank_by:
+    // kl, top1, perplexity, mass, kv_mean, kv_peak, oracle); empty: by rank.
+    // Unknown keys are ignored (the session file checks them).
+    void sortBy(const QString& key);
+    // The metric the rows are ordered by (a header click included), empty: by rank.
+    QString sortKey() const;
+
     QTableWidget* table() const { return m_table; }
     QLabel* note() const { return m_note; }
     QCheckBox* matchSwitch() const { return m_match; }

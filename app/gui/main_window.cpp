@@ -674,6 +674,7 @@ SessionFile MainWindow::sessionState() const {
     s.view.budgetRun.clear();
     for (const PolicyConfig& p : m_policies->policies())
         if (QString::fromStdString(p.label()) == m_budget->chosenRun()) s.view.budgetRun = p.spec();
+    s.view.rankBy = m_ranking->sortKey().toStdString();
     return s;
 }
 
@@ -739,6 +740,7 @@ void MainWindow::applyView(const SessionFile::View& view) {
     // The spec was checked against the session's policies when it was read.
     m_budget->showRun(view.budgetRun.empty() ? QString()
                                              : QString::fromStdString(parsePolicySpec(view.budgetRun).label()));
+    m_ranking->sortBy(QString::fromStdString(view.rankBy));
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {

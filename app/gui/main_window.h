@@ -96,7 +96,7 @@ public:
     // and the reason is returned; empty on success.
     QString applySession(const SessionFile& session);
     // The view part of a session on the runs shown: the heatmap's layer and
-    // head, and the run the Budget dock shows per KV head.
+    // head, the run the Budget dock shows per KV head, the Ranking dock's order.
     void applyView(const SessionFile::View& view);
     // Run ▸ Calibrate Q-Filters on a text file…: a dialog, then the controller.
     void chooseCalibration();

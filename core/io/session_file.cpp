@@ -110,6 +110,19 @@ T optional(const json& j, const char* name, const T& fallback, const std::string
 
 }  // namespace
 
+const std::vector<std::string>& rankKeys() {
+    static const std::vector<std::string> keys{"kl", "top1", "perplexity", "mass", "kv_mean", "kv_peak", "oracle"};
+    return keys;
+}
+
+namespace {
+std::string joinedKeys() {
+    std::string out;
+    for (const auto& k : rankKeys()) out += (out.empty() ? "" : ", ") + k;
+    return out;
+}
+}  // namespace
+
 json sessionToJson(const SessionFile& s) {
     json j = {{"format", kFormat},
             {"version", SessionFile::kVersion},
@@ -124,6 +137,7 @@ json sessionToJson(const SessionFile& s) {
             {"view",
              {{"layer", s.view.layer}, {"head", s.view.head}, {"step", s.view.step}, {"colour_scale", s.view.colourScale}}}};
     if (!s.view.budgetRun.empty()) j["view"]["budget_run"] = s.view.budgetRun;
+    if (!s.view.rankBy.empty()) j["view"]["rank_by"] = s.view.rankBy;
     if (!s.question.empty()) j["question"] = {{"text", s.question}, {"mode", s.questionMode}};
     if (!s.calibration.empty()) j["calibration"] = s.calibration;
     if (!s.colours.empty()) j["colours"] = s.colours;
@@ -175,6 +189,9 @@ SessionFile sessionFromJson(const json& j, const std::string& source) {
     s.view.step = optional<int64_t>(view, "step", -1, source);
     s.view.colourScale = optional<std::string>(view, "colour_scale", "power", source);
     s.view.budgetRun = optional<std::string>(view, "budget_run", "", source);
+    s.view.rankBy = optional<std::string>(view, "rank_by", "", source);
+    if (!s.view.rankBy.empty() && std::find(rankKeys().begin(), rankKeys().end(), s.view.rankBy) == rankKeys().end())
+        throw FormatError(source, "\"view.rank_by\" '" + s.view.rankBy + "' is not one of " + joinedKeys());
     // The model's own layer and head counts are checked where the session
     // meets its model (checkSessionView).
     for (const auto& [name, v, least] : {std::tuple{"view.layer", s.view.layer, int64_t{0}},

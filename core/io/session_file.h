@@ -47,8 +47,14 @@ struct SessionFile {
         // The run the Budget dock shows per KV head (a policy spec as
         // `policies` lists it); empty: the dock chooses.
         std::string budgetRun;
+        // The Ranking dock's order: one of rankKeys() ("kl", "top1", ...);
+        // empty: by rank (mean KL).
+        std::string rankBy;
     } view;
 };
+
+// What view.rank_by may name: kl, top1, perplexity, mass, kv_mean, kv_peak, oracle.
+const std::vector<std::string>& rankKeys();
 
 nlohmann::json sessionToJson(const SessionFile& s);
 // Throws FormatError naming `source` and the field at fault; a file from a

@@ -36,6 +36,7 @@
 #include "app/gui/file_actions.h"
 #include "app/gui/main_window.h"
 #include "widgets/budget_editor.h"
+#include "widgets/ranking_view.h"
 #include "core/io/export_data.h"
 #include "core/study/needle_io.h"
 #include "core/io/session_file.h"
@@ -233,16 +234,23 @@ private Q_SLOTS:
         SessionFile share = s;
         share.budget = "25%";
         share.view.budgetRun = "h2o";
+        share.view.rankBy = "kv_mean";
         const QString quarter = dir.filePath(QStringLiteral("quarter.kvlens.json"));
         QVERIFY(w.files()->openSession(writeText(quarter, sessionToJson(share).dump())));
         QTRY_VERIFY_WITH_TIMEOUT(complete(w) && w.controller()->lastRequest().budget.kind == BudgetSpec::Kind::Ratio, 60000);
         QCOMPARE(w.controller()->lastRequest().budget.value, 25.0);
         QCOMPARE(w.budgetEditor()->findChild<QSpinBox*>()->text(), QStringLiteral("25%"));
         QTRY_COMPARE(w.budgetEditor()->shownRun(), QStringLiteral("h2o"));
+        // The Ranking dock in the session's order: the least memory held first.
+        QCOMPARE(w.rankingView()->sortKey(), QStringLiteral("kv_mean"));
+        QTableWidget* ranked = w.rankingView()->table();
+        for (int r = 1; r < ranked->rowCount(); ++r)
+            QVERIFY(ranked->item(r - 1, 7)->data(Qt::UserRole).toDouble() <= ranked->item(r, 7)->data(Qt::UserRole).toDouble());
         const QString again = dir.filePath(QStringLiteral("again.kvlens.json"));
         QVERIFY(w.files()->saveSession(again));
         QCOMPARE(loadSession(again.toStdString()).budget, std::string("25%"));
         QCOMPARE(loadSession(again.toStdString()).view.budgetRun, std::string("h2o"));
+        QCOMPARE(loadSession(again.toStdString()).view.rankBy, std::string("kv_mean"));
     }
 
     // The title names the session and marks unsaved changes; closing the

@@ -104,6 +104,12 @@ TEST_F(SessionFileTest, RoundTripKeepsEveryField) {
     j["view"]["budget_run"] = "tova";
     EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("\"view.budget_run\" 'tova' is not one of the session's policies"),
               std::string::npos);
+    shown.view.rankBy = "top1";
+    EXPECT_EQ(sessionFromJson(sessionToJson(shown)).view.rankBy, "top1");
+    j = sessionToJson(shown);
+    j["view"]["rank_by"] = "best";
+    EXPECT_NE(formatError([&] { sessionFromJson(j); }).find("\"view.rank_by\" 'best' is not one of kl, top1"),
+              std::string::npos);
 }
 
 TEST_F(SessionFileTest, SaveThenOpenGivesTheSameTraces) {
