@@ -11,7 +11,7 @@
 #include "core/paths.h"
 #include "core/policy/policy_info.h"
 #include "core/run/context_limit.h"
-#include "core/run/memory_guard.h"
+#include "core/eval/kv_memory.h"
 
 namespace kvlens::cli {
 namespace fs = std::filesystem;

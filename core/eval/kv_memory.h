@@ -51,4 +51,10 @@ std::vector<KvMemoryRow> kvMemoryTable(const KvShape& shape, const std::vector<i
 // "1.5 GiB", "96.0 KiB", "512 B".
 std::string formatBytes(uint64_t bytes);
 
+// A memory budget as a user types it: "8G", "512M", "1.5GiB", "64MiB" (K, M,
+// G, T: powers of 1024, with or without "iB"), or plain bytes. From 64 MiB to
+// 1 PiB; anything else is an ArgumentError naming `what` and the text.
+uint64_t parseMemorySize(const std::string& text, const std::string& what = "--memory-budget");
+
+
 }  // namespace kvlens

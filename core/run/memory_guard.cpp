@@ -102,23 +102,6 @@ uint64_t defaultMemoryBudget() {
     return budget;
 }
 
-uint64_t parseMemorySize(const std::string& text, const std::string& what) {
-    static const std::regex pattern(R"(\s*([0-9]+(\.[0-9]+)?)\s*(([KMGT])(i?B)?)?\s*)", std::regex::icase);
-    constexpr double kLeast = 64.0 * (1 << 20), kMost = 1024.0 * 1024 * 1024 * 1024 * 1024;
-    std::smatch m;
-    const auto refuse = [&] {
-        return ArgumentError(what + ": '" + text +
-                             "' is not a memory size from 64M to 1P: expected a number with K, M, G or T (8G, 512M), or bytes");
-    };
-    if (text.size() > 64 || !std::regex_match(text, m, pattern)) throw refuse();
-    double bytes = std::stod(m[1].str());
-    if (m[4].matched)  // K, M, G, T: 1024^1 .. 1024^4
-        bytes *= std::pow(1024.0, 1 + static_cast<double>(std::string("KMGT").find(
-                                          static_cast<char>(std::toupper(static_cast<unsigned char>(m[4].str()[0]))))));
-    if (!(bytes >= kLeast && bytes <= kMost)) throw refuse();
-    return static_cast<uint64_t>(bytes);
-}
-
 RunShape fitRunMemory(const ModelConfig& c, RunShape shape, uint64_t budget, std::string* note) {
     const RunMemory whole = estimateRunMemory(c, shape);
     if (whole.total() <= budget) return shape;

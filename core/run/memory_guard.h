@@ -35,11 +35,6 @@ RunMemory estimateRunMemory(const ModelConfig& config, const RunShape& shape);
 // than half of what the process's address-space limit (RLIMIT_AS) leaves.
 uint64_t defaultMemoryBudget();
 
-// A memory budget as a user types it: "8G", "512M", "1.5GiB", "64MiB" (K, M,
-// G, T: powers of 1024, with or without "iB"), or plain bytes. From 64 MiB to
-// 1 PiB; anything else is an ArgumentError naming `what` and the text.
-uint64_t parseMemorySize(const std::string& text, const std::string& what = "--memory-budget");
-
 // The guard: `shape` with its attention capture cut to the latest queries
 // when the whole map would not fit `budget` (`note` says what was dropped),
 // unchanged when it fits; MemoryError, one sentence, when even without the

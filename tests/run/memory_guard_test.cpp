@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/model/model.h"
+#include "core/eval/kv_memory.h"
 #include "core/run/memory_guard.h"
 #include "core/run/session.h"
 #include "tests/support/test_models.h"
