@@ -101,6 +101,7 @@ void ComparisonView::rebuildColumns(int count) {
         c->setHoverToken(m_hover);
         c->show();
         connect(c->strip(), &TokenStrip::tokenHovered, this, &ComparisonView::setHoverToken);
+        connect(c->strip(), &TokenStrip::tokenClicked, this, &ComparisonView::tokenClicked);
         connect(c->grid(), &HeadGrid::headSelected, this, [this](int64_t l, int64_t h) {
             setSelection(l, h);
             Q_EMIT selectionChanged(l, h);

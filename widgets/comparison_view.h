@@ -65,6 +65,7 @@ public:
 
 Q_SIGNALS:
     void selectionChanged(int64_t layer, int64_t head);
+    void tokenClicked(int index);  // a cell of any column's strip (a lesson's pick)
 
 protected:
     bool eventFilter(QObject* watched, QEvent* e) override;

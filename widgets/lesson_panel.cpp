@@ -133,6 +133,7 @@ LessonPanel::LessonPanel(QWidget* parent)
     connect(m_reveal, &QPushButton::clicked, this, &LessonPanel::reveal);
     connect(m_presenter, &QToolButton::toggled, this, &LessonPanel::presenterToggled);
     connect(m_close, &QPushButton::clicked, this, &LessonPanel::closeRequested);
+    connect(m_picker, &QListWidget::itemSelectionChanged, this, &LessonPanel::picksChanged);
     showStep(0);
 }
 
@@ -153,7 +154,10 @@ void LessonPanel::clearQuestion() {
     for (QWidget* row : m_choiceRows) delete row;
     m_choiceRows.clear();
     m_choiceTexts.clear();
-    m_picker->clear();
+    {
+        const QSignalBlocker quiet(m_picker);  // a new step's tokens come with its run
+        m_picker->clear();
+    }
     m_answer->clear();
     m_answer->hide();
     m_revealed = false;
@@ -220,6 +224,7 @@ QString LessonPanel::stepText() const { return m_text->text(); }
 
 void LessonPanel::setPickTokens(const std::vector<std::string>& labels, int64_t promptLength) {
     const std::vector<int64_t> keep = pickedTokens();
+    const QSignalBlocker quiet(m_picker);  // one picksChanged when the list is whole, not one per item
     m_picker->clear();
     const int64_t n = std::min<int64_t>(promptLength, static_cast<int64_t>(labels.size()));
     const QFontMetrics metrics(m_picker->font());
@@ -248,6 +253,18 @@ void LessonPanel::setPicked(const std::vector<int64_t>& positions) {
         const int64_t p = m_picker->item(i)->data(Qt::UserRole).toLongLong();
         m_picker->item(i)->setSelected(std::find(positions.begin(), positions.end(), p) != positions.end());
     }
+}
+
+bool LessonPanel::togglePick(int64_t position) {
+    const LessonStep* s = currentStep();
+    if (!s || !s->question || s->question->kind != LessonQuestion::Kind::Pick || m_revealed) return false;
+    for (int i = 0; i < m_picker->count(); ++i)
+        if (m_picker->item(i)->data(Qt::UserRole).toLongLong() == position) {
+            m_picker->item(i)->setSelected(!m_picker->item(i)->isSelected());
+            m_picker->scrollToItem(m_picker->item(i));
+            return true;
+        }
+    return false;
 }
 
 int LessonPanel::chosenAnswer() const { return m_choices->checkedId(); }

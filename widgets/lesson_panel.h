@@ -42,6 +42,9 @@ public:
     int pickTokenCount() const;
     std::vector<int64_t> pickedTokens() const;
     void setPicked(const std::vector<int64_t>& positions);
+    // A token clicked in a strip: picked if it was not, else dropped (a
+    // Pick question before Reveal; false when there is none to pick).
+    bool togglePick(int64_t position);
     int chosenAnswer() const;  // a Choice question's checked option, -1 when none
     void choose(int option);
 
@@ -61,6 +64,7 @@ Q_SIGNALS:
     void revealRequested();
     void presenterToggled(bool on);
     void closeRequested();
+    void picksChanged();  // the class's picks, in the list or through togglePick
 
 protected:
     bool eventFilter(QObject* watched, QEvent* event) override;  // a choice's text checks its button

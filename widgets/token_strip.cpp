@@ -128,6 +128,12 @@ void TokenStrip::mouseMoveEvent(QMouseEvent* e) {
     Q_EMIT tokenHovered(i);
 }
 
+void TokenStrip::mouseReleaseEvent(QMouseEvent* e) {
+    const int i = indexAt(e->position().toPoint());
+    if (e->button() == Qt::LeftButton && i >= 0) Q_EMIT tokenClicked(i);
+    QWidget::mouseReleaseEvent(e);
+}
+
 void TokenStrip::leaveEvent(QEvent*) {
     if (m_hover < 0) return;
     setHoverToken(-1);

@@ -38,11 +38,13 @@ public:
 
 Q_SIGNALS:
     void tokenHovered(int index);  // -1 when the mouse leaves the cells
+    void tokenClicked(int index);  // a left click on a cell (a lesson's pick)
 
 protected:
     void paintEvent(QPaintEvent*) override;
     bool event(QEvent* e) override;
     void mouseMoveEvent(QMouseEvent* e) override;
+    void mouseReleaseEvent(QMouseEvent* e) override;
     void leaveEvent(QEvent* e) override;
 
 private:

@@ -30,6 +30,13 @@ LessonActions::LessonActions(MainWindow* window, ui::LessonPanel* panel, QDockWi
     connect(m_panel, &ui::LessonPanel::revealRequested, this, &LessonActions::reveal);
     connect(m_panel, &ui::LessonPanel::presenterToggled, m_window, &MainWindow::setPresenter);
     connect(m_panel, &ui::LessonPanel::closeRequested, this, &LessonActions::closeLesson);
+    // A Pick question is answered in the strips too: a click there picks or
+    // drops the token, and the picks are ringed as they are made.
+    connect(m_window->comparison(), &ui::ComparisonView::tokenClicked, this,
+            [this](int index) { m_panel->togglePick(index); });
+    connect(m_panel, &ui::LessonPanel::picksChanged, this, [this] {
+        if (auto t = m_window->controller()->shownTrace()) traceShown(t);
+    });
     connect(m_window->controller(), &Controller::traceShown, this,
             [this](const std::shared_ptr<const Trace>& t, int) { traceShown(t); });
     connect(m_window->controller(), &Controller::runFinished, this, [this] {
@@ -174,8 +181,8 @@ void LessonActions::traceShown(const std::shared_ptr<const Trace>& trace) {
     const LessonStep* s = m_panel->currentStep();
     if (!trace || !s) return;
     ui::Highlight h;
-    if (m_panel->revealed() && s->question && s->question->kind == LessonQuestion::Kind::Pick) {
-        h.tokens = m_panel->pickedTokens();  // the class's picks, over the colours of what was kept
+    if (s->question && s->question->kind == LessonQuestion::Kind::Pick) {
+        h.tokens = m_panel->pickedTokens();  // the class's picks (after Reveal, over the colours of what was kept)
     } else {
         h.tokens = highlightPositions(s->highlight, trace->labels);
         h.heads = s->highlight.heads;

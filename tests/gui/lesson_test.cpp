@@ -121,6 +121,14 @@ private Q_SLOTS:
         const int width = picker->viewport()->width();
         std::vector<QRect> places;
         for (int i = 0; i < picker->count(); ++i) places.push_back(picker->visualItemRect(picker->item(i)));
+        // A click on a token in a strip picks it, a second drops it, and the picks are ringed as they are made.
+        ui::TokenStrip* strip = w.comparison()->column(0)->strip();
+        const int clicked = static_cast<int>(fact.front());
+        QTest::mouseClick(strip, Qt::LeftButton, {}, strip->cellRect(clicked).center());
+        QCOMPARE(panel->pickedTokens(), std::vector<int64_t>{fact.front()});
+        QCOMPARE(w.comparison()->highlight().tokens, std::vector<int64_t>{fact.front()});
+        QTest::mouseClick(strip, Qt::LeftButton, {}, strip->cellRect(clicked).center());
+        QVERIFY(panel->pickedTokens().empty());
         panel->setPicked(picks);
         QCOMPARE(panel->pickedTokens().size(), picks.size());
         for (int64_t p : {picks.front(), picks.back()}) {  // clicked, as a student does (and clicked back)
