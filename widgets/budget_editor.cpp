@@ -48,6 +48,7 @@ public:
             if (typed) typed(v, pct);
         });
         connect(this, qOverload<int>(&QSpinBox::valueChanged), this, [this](int v) {
+            if (percent && v > 100) return setValue(100);  // the arrows stop at all of the prompt
             if (typed) typed(v, percent);
         });
     }

@@ -94,6 +94,9 @@ private Q_SLOTS:
         QTest::keyClick(b, Qt::Key_Up);
         QCOMPARE(editor.spec().text(), std::string("26%"));
         QCOMPARE(b->text(), QStringLiteral("26%"));
+        b->setValue(100);
+        QTest::keyClick(b, Qt::Key_Up);  // a share stops at the whole prompt
+        QCOMPARE(editor.spec().text(), std::string("100%"));
         b->selectAll();
         QTest::keyClicks(b, QStringLiteral("96"));
         QCOMPARE(editor.spec().kind, BudgetSpec::Kind::Tokens);
