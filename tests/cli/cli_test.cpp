@@ -726,7 +726,7 @@ TEST_F(CliTest, ASecondCtrlCStopsAScorerThatNeverReturns) {
         return false;
     };
     int status = 0;
-    ASSERT_FALSE(exited(4000, &status)) << "the scorer returned: " << slurp(log);  // loading, then looping
+    ASSERT_FALSE(exited(6000, &status)) << "the scorer returned: " << slurp(log);  // loading, then looping
     kill(pid, SIGINT);
     EXPECT_FALSE(exited(1000, &status)) << "the first Ctrl+C waits for the probe in progress";
     kill(pid, SIGINT);
