@@ -276,24 +276,26 @@ void LessonPanel::choose(int option) {
 void LessonPanel::reveal() {
     const LessonStep* s = currentStep();
     if (!s || !s->question) return;
-    if (s->question->kind == LessonQuestion::Kind::Choice) revealChoice();
-    Q_EMIT revealRequested();
+    const LessonQuestion& q = *s->question;
+    if (q.kind == LessonQuestion::Kind::Choice && !q.measured()) showChoiceAnswer(q.answer, QString());
+    Q_EMIT revealRequested();  // a Pick or a measured Choice is answered from the run
 }
 
-void LessonPanel::revealChoice() {
+void LessonPanel::showChoiceAnswer(int answer, const QString& detail) {
     const LessonQuestion& q = *currentStep()->question;
     const int chosen = chosenAnswer();
-    const QString right = QString::fromStdString(q.choices[static_cast<size_t>(q.answer)]).toHtmlEscaped();
+    const QString right = QString::fromStdString(q.choices[static_cast<size_t>(answer)]).toHtmlEscaped();
     QString head;
-    if (chosen == q.answer) head = tr("<b>Right:</b> %1.").arg(right);
+    if (chosen == answer) head = tr("<b>Right:</b> %1.").arg(right);
     else if (chosen < 0) head = tr("<b>The answer:</b> %1.").arg(right);
     else head = tr("<b>Not quite</b> — the answer is: %1.").arg(right);
     for (size_t i = 0; i < m_choiceTexts.size(); ++i) {
         QFont f = m_choiceTexts[i]->font();
-        f.setBold(static_cast<int>(i) == q.answer);
+        f.setBold(static_cast<int>(i) == answer);
         m_choiceTexts[i]->setFont(f);
     }
-    showAnswer(head + QStringLiteral(" ") + QString::fromStdString(q.why).toHtmlEscaped());
+    const QString measured = detail.isEmpty() ? QString() : QStringLiteral(" ") + detail.toHtmlEscaped();
+    showAnswer(head + measured + QStringLiteral(" ") + QString::fromStdString(q.why).toHtmlEscaped());
 }
 
 void LessonPanel::showAnswer(const QString& text) {

@@ -50,6 +50,9 @@ public:
 
     // Reveal for a Choice question is worked out here; for a Pick question
     // the window computes it from the run and passes the text.
+    // A measured Choice: the window passes the right choice, measured on
+    // the run, and what was measured (`detail`, plain text).
+    void showChoiceAnswer(int right, const QString& detail);
     void showAnswer(const QString& text);
     // What the Reveal button does (a Choice is answered here; revealRequested).
     void reveal();
@@ -71,7 +74,6 @@ protected:
 
 private:
     void clearQuestion();
-    void revealChoice();
 
     Lesson m_lesson;
     int m_step = 0;

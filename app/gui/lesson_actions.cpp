@@ -9,6 +9,7 @@
 #include <QMessageBox>
 #include <QTimer>
 #include <algorithm>
+#include <cmath>
 
 #include "app/gui/file_actions.h"
 #include "app/gui/main_window.h"
@@ -202,7 +203,9 @@ void LessonActions::reveal() {
     const LessonStep* s = m_panel->currentStep();
     if (!s || !s->question) return;
     const LessonQuestion& q = *s->question;
-    const bool pick = q.kind == LessonQuestion::Kind::Pick;  // a Choice is answered by the panel itself
+    // A written Choice is answered by the panel itself; a Pick or a measured
+    // Choice by the run shown after Reveal.
+    const bool pick = q.kind == LessonQuestion::Kind::Pick || q.measured();
     m_pendingPick = pick;
     if (q.reveal) {
         const std::string wanted = sessionToJson(*q.reveal).dump();
@@ -225,11 +228,30 @@ void LessonActions::runFinished() {
     if (!m_pendingPick) return;
     const auto trace = m_window->controller()->shownTrace();
     // A run of the state before Reveal may finish first (the Reveal's own
-    // is debounced): the answer waits for a run that has the policy.
-    if (!trace || !hasRun(*trace, m_panel->currentStep()->question->policy)) return;
+    // is debounced): the answer waits for a run that has the policies asked about.
+    const LessonQuestion& q = *m_panel->currentStep()->question;
+    if (!trace) return;
+    for (const std::string& policy : q.measured() ? q.runs : std::vector<std::string>{q.policy})
+        if (!hasRun(*trace, policy)) return;
     m_pendingPick = false;
-    answerPick(*trace);
+    if (q.measured()) answerMeasured(*trace);
+    else answerPick(*trace);
     traceShown(trace);
+}
+
+void LessonActions::answerMeasured(const Trace& trace) {
+    const LessonQuestion& q = *m_panel->currentStep()->question;
+    try {
+        std::vector<double> kl;
+        const int right = measuredAnswer(trace, q, &kl);
+        QStringList parts;
+        for (size_t i = 0; i < q.runs.size(); ++i)
+            parts << tr("%1 %2").arg(QString::fromStdString(q.choices[i]),
+                                     std::isnan(kl[i]) ? tr("n/a") : QString::number(kl[i], 'g', 3));
+        m_panel->showChoiceAnswer(right, tr("Mean KL to the full cache on this run: %1.").arg(parts.join(QStringLiteral(", "))));
+    } catch (const std::exception& e) {
+        m_panel->showAnswer(QString::fromStdString(e.what()).toHtmlEscaped());
+    }
 }
 
 bool LessonActions::hasRun(const Trace& trace, const std::string& policy) {

@@ -50,7 +50,7 @@ public:
     void closeLesson();
     bool hasLesson() const;
     int step() const;
-    // A Pick question waiting for its run to finish before the answer shows.
+    // A Pick or measured question waiting for its run to finish before the answer shows.
     bool waitingForReveal() const { return m_pendingPick; }
 
 private:
@@ -58,6 +58,7 @@ private:
     void runFinished();
     void showPanels(const std::vector<std::string>& panels);
     void answerPick(const Trace& trace);
+    void answerMeasured(const Trace& trace);  // a measured Choice: the run with the lowest mean KL
     static bool hasRun(const Trace& trace, const std::string& policy);
 
     MainWindow* m_window;

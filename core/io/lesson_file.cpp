@@ -1,6 +1,7 @@
 #include "core/io/lesson_file.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "core/error.h"
@@ -92,7 +93,7 @@ LessonHighlight highlightFrom(const json& j, const std::string& path) {
 }
 
 LessonQuestion questionFrom(const json& j, const std::string& path, const json& state) {
-    checkFields(j, path, {"ask", "choices", "answer", "pick", "reveal", "why"});
+    checkFields(j, path, {"ask", "choices", "answer", "measure", "pick", "reveal", "why"});
     LessonQuestion q;
     q.ask = jsonField<std::string>(j, path, "ask", "", true);
     q.why = jsonField<std::string>(j, path, "why", "", true);
@@ -103,8 +104,20 @@ LessonQuestion questionFrom(const json& j, const std::string& path, const json& 
         q.kind = LessonQuestion::Kind::Choice;
         q.choices = jsonField<std::vector<std::string>>(j, path, "choices", {});
         if (q.choices.size() < 2) throw ArgumentError("\"" + path + "choices\" must list at least two answers");
-        q.answer = jsonField<int>(j, path, "answer", -1, true);
-        if (q.answer < 0 || q.answer >= static_cast<int>(q.choices.size()))
+        if (j.contains("measure")) {
+            if (j.contains("answer"))
+                throw ArgumentError("\"" + path + "answer\": a measured question's answer is the run's own");
+            const std::string at = path + "measure.";
+            checkFields(j["measure"], at, {"lowest", "runs"});
+            if (jsonField<std::string>(j["measure"], at, "lowest", "", true) != "mean_kl")
+                throw ArgumentError("\"" + at + "lowest\" must be \"mean_kl\" (the one measure a question takes)");
+            q.runs = jsonField<std::vector<std::string>>(j["measure"], at, "runs", {}, true);
+            if (q.runs.size() != q.choices.size())
+                throw ArgumentError("\"" + at + "runs\" must name one run per choice (" + std::to_string(q.choices.size()) + ")");
+        } else {
+            q.answer = jsonField<int>(j, path, "answer", -1, true);
+        }
+        if (!q.measured() && (q.answer < 0 || q.answer >= static_cast<int>(q.choices.size())))
             throw ArgumentError("\"" + path + "answer\" is " + std::to_string(q.answer) + ": expected 0 .. " +
                                 std::to_string(q.choices.size() - 1) + " (the right choice, counting from 0)");
     } else {
@@ -119,9 +132,14 @@ LessonQuestion questionFrom(const json& j, const std::string& path, const json& 
             throw ArgumentError("\"" + at + "\" needs a policy, and a layer and KV head from 0");
     }
     if (j.contains("reveal")) q.reveal = sessionOf(patched(state, j["reveal"], path + "reveal."), path + "reveal");
-    if (q.kind == LessonQuestion::Kind::Pick && !runs(q.reveal ? *q.reveal : sessionOf(state, path), q.policy))
+    const SessionFile shown = q.reveal ? *q.reveal : sessionOf(state, path);
+    if (q.kind == LessonQuestion::Kind::Pick && !runs(shown, q.policy))
         throw ArgumentError("\"" + path + "pick.policy\" " + q.policy +
                             " is not among the policies shown after Reveal (add it in \"reveal\")");
+    for (const auto& run : q.runs)
+        if (!runs(shown, run))
+            throw ArgumentError("\"" + path + "measure.runs\" " + run +
+                                " is not among the policies shown after Reveal (add it in \"reveal\")");
     return q;
 }
 
@@ -234,6 +252,23 @@ std::vector<int64_t> pickAnswer(const Trace& trace, const LessonQuestion& q) {
     for (int64_t p = 0; p < n; ++p)
         if (isHeld(head.status[p])) held.push_back(p);
     return held;
+}
+
+int measuredAnswer(const Trace& trace, const LessonQuestion& q, std::vector<double>* meanKl) {
+    int best = -1;
+    std::vector<double> kl;
+    for (size_t i = 0; i < q.runs.size(); ++i) {
+        const std::string label = parsePolicySpec(q.runs[i]).label();
+        const auto run = std::find_if(trace.policies.begin(), trace.policies.end(),
+                                      [&](const PolicyTrace& p) { return p.label == label; });
+        if (run == trace.policies.end())
+            throw ArgumentError("the question measures run \"" + q.runs[i] + "\", which this run does not have");
+        kl.push_back(run->meanKl());
+        if (!std::isnan(kl.back()) && (best < 0 || kl.back() < kl[static_cast<size_t>(best)])) best = static_cast<int>(i);
+    }
+    if (best < 0) throw ArgumentError("no run the question measures has a mean KL yet (it needs a decode step)");
+    if (meanKl) *meanKl = std::move(kl);
+    return best;
 }
 
 PickScore scorePick(const std::vector<int64_t>& picked, const std::vector<int64_t>& held) {

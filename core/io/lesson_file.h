@@ -49,6 +49,12 @@ struct LessonQuestion {
     // in `layer` × `kvHead` at the step shown after Reveal?
     std::string policy;
     int64_t layer = 0, kvHead = 0;
+    // Choice, measured (issue 46): the answer is not written in the file but
+    // taken from the run shown after Reveal: the choice whose run (`runs`,
+    // one per choice, specs as the session lists them) has the lowest mean
+    // KL to the full cache. Empty: `answer` is the right choice.
+    std::vector<std::string> runs;
+    bool measured() const { return !runs.empty(); }
     std::optional<SessionFile> reveal;  // the state Reveal puts in place (e.g. adds the policy); none: unchanged
     std::string why;                    // one sentence shown with the answer
 };
@@ -86,6 +92,12 @@ int64_t tokenPosition(const std::vector<std::string>& labels, const std::string&
 // ArgumentError naming the policy when the trace has no such run, or the
 // layer / KV head is out of range.
 std::vector<int64_t> pickAnswer(const Trace& trace, const LessonQuestion& q);
+
+// A measured Choice against a run: the index of the choice whose run has
+// the lowest mean KL (a NaN one never wins), and each run's mean KL in
+// `meanKl`. Throws ArgumentError naming a run the trace does not have, or
+// when no run has a mean KL.
+int measuredAnswer(const Trace& trace, const LessonQuestion& q, std::vector<double>* meanKl = nullptr);
 
 struct PickScore {
     int64_t picked = 0;  // tokens the class chose

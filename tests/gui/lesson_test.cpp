@@ -207,6 +207,19 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(ready(w) && labels(w).size() == 2, 60000);
         QTRY_COMPARE(w.budgetEditor()->shownRun(), QStringLiteral("pyramidkv"));
         QVERIFY(panel->answerText().contains(QStringLiteral("Compare the bars")));
+        // Step 3's answer is measured on the run (issue 46): the run with the lower mean KL, and the numbers.
+        Q_EMIT panel->stepRequested(2);
+        QTRY_VERIFY_WITH_TIMEOUT(ready(w), 60000);
+        panel->choose(1);
+        panel->reveal();
+        QTRY_VERIFY_WITH_TIMEOUT(panel->revealed() && ready(w), 60000);
+        const auto shown = w.controller()->shownTrace();
+        const int right = measuredAnswer(*shown, *panel->currentStep()->question);
+        QVERIFY2(panel->answerText().startsWith(right == 1 ? QStringLiteral("Right: PyramidKV.")
+                                                           : QStringLiteral("Not quite — the answer is: SnapKV.")),
+                 qPrintable(panel->answerText()));
+        QVERIFY2(panel->answerText().contains(QStringLiteral("Mean KL to the full cache on this run: SnapKV ")),
+                 qPrintable(panel->answerText()));
 
         w.findChild<QAction*>(QStringLiteral("closeLesson"))->trigger();
         QVERIFY(!w.lessons()->hasLesson());
