@@ -33,7 +33,7 @@ ComparisonView::ComparisonView(QWidget* parent)
     m_stale->setWordWrap(true);
     m_stale->setTextFormat(Qt::PlainText);
     m_stale->setMargin(4);
-    // The status colours' amber, with black text: readable in every theme.
+    // An amber band with black text: readable in every theme.
     m_stale->setStyleSheet(QStringLiteral("QLabel { background: #ffd54f; color: black; }"));
     m_stale->hide();
     layout->addWidget(m_stale);

@@ -151,8 +151,7 @@ const LessonStep* LessonPanel::currentStep() const {
 
 void LessonPanel::clearQuestion() {
     for (QAbstractButton* b : m_choices->buttons()) m_choices->removeButton(b);
-    for (QWidget* row : m_choiceRows) delete row;
-    m_choiceRows.clear();
+    for (QLabel* text : m_choiceTexts) delete text->parentWidget();  // the row: its button and its text
     m_choiceTexts.clear();
     {
         const QSignalBlocker quiet(m_picker);  // a new step's tokens come with its run
@@ -201,16 +200,14 @@ void LessonPanel::showStep(int index) {
             h->addWidget(label, 1);
             m_choices->addButton(b, static_cast<int>(i));
             m_choicesLayout->addWidget(row);
-            m_choiceRows.push_back(row);
             m_choiceTexts.push_back(label);
         }
 }
 
 bool LessonPanel::eventFilter(QObject* watched, QEvent* event) {
-    if (event->type() == QEvent::MouseButtonRelease)
-        for (QLabel* label : m_choiceTexts)
-            if (label == watched)
-                if (auto* b = qobject_cast<QAbstractButton*>(label->buddy())) b->setChecked(true);
+    // Installed on the choices' texts only.
+    if (auto* label = qobject_cast<QLabel*>(watched); label && event->type() == QEvent::MouseButtonRelease)
+        if (auto* b = qobject_cast<QAbstractButton*>(label->buddy())) b->setChecked(true);
     return QWidget::eventFilter(watched, event);
 }
 
@@ -227,12 +224,8 @@ void LessonPanel::setPickTokens(const std::vector<std::string>& labels, int64_t 
     const QSignalBlocker quiet(m_picker);  // one picksChanged when the list is whole, not one per item
     m_picker->clear();
     const int64_t n = std::min<int64_t>(promptLength, static_cast<int64_t>(labels.size()));
-    const QFontMetrics metrics(m_picker->font());
-    const QRect cell(0, 0, 12, metrics.height() + 8);  // padding around the text
     for (int64_t i = 0; i < n; ++i) {
         auto* item = new QListWidgetItem(readable(labels[static_cast<size_t>(i)]), m_picker);
-        // A fixed size from the text, with room around it to click.
-        item->setSizeHint(cell.size() + QSize(metrics.horizontalAdvance(item->text()), 0));
         item->setData(Qt::UserRole, QVariant::fromValue<qint64>(i));
         item->setToolTip(tr("token %1: “%2”").arg(i).arg(QString::fromStdString(labels[static_cast<size_t>(i)])));
     }

@@ -7,7 +7,7 @@
 // itself only shows the lesson (core/io/lesson_file.h) and what the class
 // chose. The text, the choices and the tokens wrap to the dock's width and
 // scroll; the buttons stay in view below them, and a pick never moves a
-// token (each keeps its size).
+// token.
 #include <QWidget>
 #include <string>
 #include <vector>
@@ -86,8 +86,7 @@ private:
     QLabel* m_ask;
     QVBoxLayout* m_choicesLayout;
     QButtonGroup* m_choices;
-    std::vector<QWidget*> m_choiceRows;  // a radio button and its wrapping text each
-    std::vector<QLabel*> m_choiceTexts;
+    std::vector<QLabel*> m_choiceTexts;  // each beside its radio button, in a row of its own
     QListWidget* m_picker;
     QPushButton* m_reveal;
     QLabel* m_answer;

@@ -6,9 +6,12 @@
 #include <QTableWidget>
 #include <QSignalBlocker>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "core/eval/kv_memory.h"
+#include "core/io/session_file.h"
 #include "widgets/metric_text.h"
 
 namespace kvlens::ui {
@@ -116,33 +119,31 @@ void RankingView::setTrace(std::shared_ptr<const Trace> trace, double targetByte
 }
 
 namespace {
-// view.rank_by's keys, their columns, and the order that puts the best first.
+// The table's column of each key of a session's view.rank_by
+// (rankKeys(), core/io/session_file.h, in its order), and the order that
+// puts the best first.
 struct RankColumn {
-    const char* key;
     int column;
     Qt::SortOrder best;
 };
-constexpr RankColumn kRankColumns[] = {{"kl", 3, Qt::AscendingOrder},      {"top1", 4, Qt::DescendingOrder},
-                                       {"perplexity", 5, Qt::AscendingOrder}, {"mass", 6, Qt::DescendingOrder},
-                                       {"kv_mean", 7, Qt::AscendingOrder},  {"kv_peak", 8, Qt::AscendingOrder},
-                                       {"oracle", 10, Qt::DescendingOrder}};
+constexpr RankColumn kRankColumns[] = {{3, Qt::AscendingOrder}, {4, Qt::DescendingOrder}, {5, Qt::AscendingOrder},
+                                       {6, Qt::DescendingOrder}, {7, Qt::AscendingOrder}, {8, Qt::AscendingOrder},
+                                       {10, Qt::DescendingOrder}};
 }  // namespace
 
 void RankingView::sortBy(const QString& key) {
-    for (const RankColumn& c : kRankColumns)
-        if (key == QLatin1String(c.key)) {
-            m_table->horizontalHeader()->setSortIndicator(c.column, c.best);  // NumberItem reads its order
-            m_table->sortItems(c.column, c.best);
-            return;
-        }
-    m_table->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);
-    m_table->sortItems(0, Qt::AscendingOrder);  // by rank
+    const auto& keys = rankKeys();
+    const auto it = std::find(keys.begin(), keys.end(), key.toStdString());
+    const auto at = static_cast<size_t>(it - keys.begin());
+    const RankColumn by = at < std::size(kRankColumns) ? kRankColumns[at] : RankColumn{-1, Qt::AscendingOrder};  // -1: by rank
+    m_table->horizontalHeader()->setSortIndicator(by.column, by.best);  // NumberItem reads its order
+    m_table->sortItems(std::max(0, by.column), by.best);
 }
 
 QString RankingView::sortKey() const {
     const int column = m_table->horizontalHeader()->sortIndicatorSection();
-    for (const RankColumn& c : kRankColumns)
-        if (column == c.column) return QLatin1String(c.key);
+    for (size_t i = 0; i < rankKeys().size() && i < std::size(kRankColumns); ++i)
+        if (column == kRankColumns[i].column) return QString::fromStdString(rankKeys()[i]);
     return {};
 }
 

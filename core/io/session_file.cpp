@@ -215,7 +215,7 @@ SessionFile sessionFromJson(const json& j, const std::string& source) {
     }
     std::vector<int> sorted = s.colours;
     std::sort(sorted.begin(), sorted.end());
-    if (!s.colours.empty() && (s.colours.size() != s.policies.size() || sorted.front() < 0 || sorted.back() >= 1000 ||
+    if (!s.colours.empty() && (s.colours.size() != s.policies.size() ||  // each in 0..999 already
                                std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()))
         throw FormatError(source, "\"colours\" must give each of the " + std::to_string(s.policies.size()) +
                                       " policies its own colour slot from 0 to 999");

@@ -388,7 +388,7 @@ ProbeResult probeResultFromJson(const json& j, const SweepSpec& spec, const std:
             throw FormatError(where, "\"probe\" is \"" + r.key + "\" but its fields are those of \"" + r.probe.key(spec) + "\"");
         return r;
     } catch (const json::exception& e) {
-        throw FormatError(where, e.what());
+        throw FormatError(where, jsonErrorText(e.what()));
     }
 }
 
